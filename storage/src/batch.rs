@@ -1,0 +1,330 @@
+//! Kafka v2 record batches: header parsing, validation and offset assignment.
+//!
+//! A batch is stored exactly as the producer sent it; the node only rewrites
+//! `baseOffset` (which lies outside the CRC). Everything here works on bytes
+//! alone and does no I/O.
+
+use bytes::{Bytes, BytesMut};
+
+/// Size of the fixed v2 batch header.
+pub const HEADER_LEN: usize = 61;
+/// Bytes before `batchLength` counts: baseOffset (8) + batchLength (4).
+pub const LOG_OVERHEAD: usize = 12;
+/// Offset of the CRC-covered region (attributes onwards).
+const CRC_START: usize = 21;
+
+/// Attribute bits (Kafka's `RecordBatch` attributes).
+pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
+pub const ATTR_LOG_APPEND_TIME: i16 = 0x08;
+pub const ATTR_TRANSACTIONAL: i16 = 0x10;
+pub const ATTR_CONTROL: i16 = 0x20;
+
+/// Why a produced batch was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchError {
+    /// Bytes that cannot be a batch: truncated, wrong length, bad CRC.
+    Corrupt(String),
+    /// A batch of a magic other than 2 (Kafka 0.11+ clients always send 2).
+    UnsupportedMagic(i8),
+    /// A record inside is malformed in a way the header reveals.
+    InvalidRecord(String),
+}
+
+impl std::fmt::Display for BatchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BatchError::Corrupt(s) => write!(f, "corrupt record batch: {s}"),
+            BatchError::UnsupportedMagic(m) => {
+                write!(f, "record batch magic {m} is not supported (only v2)")
+            }
+            BatchError::InvalidRecord(s) => write!(f, "invalid record batch: {s}"),
+        }
+    }
+}
+
+/// The fixed header of one v2 batch, decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    /// Length of the batch after the `batchLength` field.
+    pub batch_length: i32,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub record_count: i32,
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes(b[at..at + 2].try_into().expect("2 bytes"))
+}
+
+impl BatchHeader {
+    /// Decodes the header at the start of `b`. `None` when fewer than
+    /// `HEADER_LEN` bytes are there.
+    pub fn parse(b: &[u8]) -> Option<BatchHeader> {
+        if b.len() < HEADER_LEN {
+            return None;
+        }
+        Some(BatchHeader {
+            base_offset: be_i64(b, 0),
+            batch_length: be_i32(b, 8),
+            magic: b[16] as i8,
+            crc: u32::from_be_bytes(b[17..21].try_into().expect("4 bytes")),
+            attributes: be_i16(b, 21),
+            last_offset_delta: be_i32(b, 23),
+            base_timestamp: be_i64(b, 27),
+            max_timestamp: be_i64(b, 35),
+            producer_id: be_i64(b, 43),
+            producer_epoch: be_i16(b, 51),
+            base_sequence: be_i32(b, 53),
+            record_count: be_i32(b, 57),
+        })
+    }
+
+    /// Total size of the batch on the wire and on disk.
+    pub fn total_len(&self) -> usize {
+        LOG_OVERHEAD + self.batch_length.max(0) as usize
+    }
+
+    /// The last offset the batch covers.
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + self.last_offset_delta as i64
+    }
+
+    /// How many offsets the batch takes.
+    pub fn offset_count(&self) -> i64 {
+        self.last_offset_delta as i64 + 1
+    }
+
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & ATTR_LOG_APPEND_TIME != 0
+    }
+}
+
+/// Checks the CRC-32C of a complete batch. `batch` must hold exactly one batch.
+pub fn crc_ok(batch: &[u8], header: &BatchHeader) -> bool {
+    batch.len() >= HEADER_LEN && crc32c::crc32c(&batch[CRC_START..]) == header.crc
+}
+
+/// Splits the `records` field of one partition's produce data into batches,
+/// validating each: length, magic, CRC, offset deltas. Nothing is copied.
+pub fn split_produced(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, BatchError> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    if records.is_empty() {
+        return Err(BatchError::Corrupt(
+            "no record batch in produce data".into(),
+        ));
+    }
+    while at < records.len() {
+        let rest = &records[at..];
+        if rest.len() < LOG_OVERHEAD + 5 {
+            return Err(BatchError::Corrupt(format!(
+                "{} trailing bytes are too few for a batch header",
+                rest.len()
+            )));
+        }
+        let magic = rest[16] as i8;
+        if magic != 2 {
+            return Err(BatchError::UnsupportedMagic(magic));
+        }
+        let header = BatchHeader::parse(rest).ok_or_else(|| {
+            BatchError::Corrupt(format!("{} bytes are too few for a v2 header", rest.len()))
+        })?;
+        let total = header.total_len();
+        if header.batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 || total > rest.len() {
+            return Err(BatchError::Corrupt(format!(
+                "batch length {} does not fit the {} bytes sent",
+                header.batch_length,
+                rest.len()
+            )));
+        }
+        let batch = records.slice(at..at + total);
+        if !crc_ok(&batch, &header) {
+            return Err(BatchError::Corrupt("CRC-32C mismatch".into()));
+        }
+        if header.record_count <= 0 || header.last_offset_delta != header.record_count - 1 {
+            return Err(BatchError::InvalidRecord(format!(
+                "record count {} does not match last offset delta {}",
+                header.record_count, header.last_offset_delta
+            )));
+        }
+        out.push((header, batch));
+        at += total;
+    }
+    Ok(out)
+}
+
+/// Returns a copy of `batch` with `baseOffset` set to `base_offset` and, for a
+/// LogAppendTime batch, the max timestamp set to `append_time_ms` with the CRC
+/// recomputed.
+pub fn assign_offset(batch: &[u8], base_offset: i64, append_time_ms: i64) -> Bytes {
+    let mut b = BytesMut::from(batch);
+    b[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    let attributes = be_i16(&b, 21);
+    if attributes & ATTR_LOG_APPEND_TIME != 0 {
+        b[35..43].copy_from_slice(&append_time_ms.to_be_bytes());
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+    b.freeze()
+}
+
+/// Iterates over the complete batches at the start of a buffer read from a
+/// segment, stopping at the first incomplete or implausible header.
+pub struct BatchIter<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> BatchIter<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        BatchIter { buf, at: 0 }
+    }
+    /// Byte position just after the last batch returned.
+    pub fn position(&self) -> usize {
+        self.at
+    }
+}
+
+impl<'a> Iterator for BatchIter<'a> {
+    /// (position in the buffer, header)
+    type Item = (usize, BatchHeader);
+    fn next(&mut self) -> Option<Self::Item> {
+        let h = BatchHeader::parse(&self.buf[self.at..])?;
+        if h.magic != 2 || h.batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
+            return None;
+        }
+        let total = h.total_len();
+        if self.at + total > self.buf.len() {
+            return None;
+        }
+        let pos = self.at;
+        self.at += total;
+        Some((pos, h))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Builds a syntactically valid v2 batch with `count` empty records.
+    pub fn make_batch(count: i32, ts: i64, attrs: i16) -> Vec<u8> {
+        let mut records = Vec::new();
+        for i in 0..count {
+            // record: length varint, attributes, tsDelta, offsetDelta, key -1, value len 0, headers 0
+            let body = [0u8, 0, (i as u8) << 1, 1, 0, 0];
+            records.push((body.len() as u8) << 1);
+            records.extend_from_slice(&body);
+        }
+        let mut b = Vec::new();
+        b.extend_from_slice(&0i64.to_be_bytes());
+        let batch_length = (HEADER_LEN - LOG_OVERHEAD + records.len()) as i32;
+        b.extend_from_slice(&batch_length.to_be_bytes());
+        b.extend_from_slice(&0i32.to_be_bytes()); // leader epoch
+        b.push(2); // magic
+        b.extend_from_slice(&0u32.to_be_bytes()); // crc placeholder
+        b.extend_from_slice(&attrs.to_be_bytes());
+        b.extend_from_slice(&(count - 1).to_be_bytes());
+        b.extend_from_slice(&ts.to_be_bytes());
+        b.extend_from_slice(&ts.to_be_bytes());
+        b.extend_from_slice(&(-1i64).to_be_bytes());
+        b.extend_from_slice(&(-1i16).to_be_bytes());
+        b.extend_from_slice(&(-1i32).to_be_bytes());
+        b.extend_from_slice(&count.to_be_bytes());
+        b.extend_from_slice(&records);
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn splits_and_validates() {
+        let mut two = make_batch(3, 100, 0);
+        two.extend(make_batch(1, 200, 0));
+        let parts = split_produced(&Bytes::from(two)).unwrap();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].0.record_count, 3);
+        assert_eq!(parts[1].0.max_timestamp, 200);
+    }
+
+    #[test]
+    fn bad_crc_is_corrupt() {
+        let mut b = make_batch(2, 1, 0);
+        let last = b.len() - 1;
+        b[last] ^= 0xff;
+        assert!(matches!(
+            split_produced(&Bytes::from(b)),
+            Err(BatchError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn truncated_is_corrupt() {
+        let b = make_batch(2, 1, 0);
+        let short = Bytes::copy_from_slice(&b[..b.len() - 3]);
+        assert!(matches!(
+            split_produced(&short),
+            Err(BatchError::Corrupt(_))
+        ));
+        assert!(matches!(
+            split_produced(&Bytes::from_static(&[0u8; 5])),
+            Err(BatchError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn old_magic_is_refused() {
+        let mut b = make_batch(1, 1, 0);
+        b[16] = 1;
+        assert_eq!(
+            split_produced(&Bytes::from(b)),
+            Err(BatchError::UnsupportedMagic(1))
+        );
+    }
+
+    #[test]
+    fn offset_assignment_keeps_crc_valid() {
+        let b = make_batch(2, 5, ATTR_LOG_APPEND_TIME);
+        let out = assign_offset(&b, 42, 777);
+        let h = BatchHeader::parse(&out).unwrap();
+        assert_eq!(h.base_offset, 42);
+        assert_eq!(h.max_timestamp, 777);
+        assert!(crc_ok(&out, &h));
+        let plain = assign_offset(&make_batch(2, 5, 0), 9, 777);
+        let h = BatchHeader::parse(&plain).unwrap();
+        assert_eq!((h.base_offset, h.max_timestamp), (9, 5));
+        assert!(crc_ok(&plain, &h));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn split_never_panics(data in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            let _ = split_produced(&Bytes::from(data.clone()));
+            let _ = BatchIter::new(&data).count();
+        }
+
+        #[test]
+        fn assigned_offsets_round_trip(count in 1i32..50, base in 0i64..i64::MAX / 2, ts in 0i64..i64::MAX / 2) {
+            let b = make_batch(count, ts, 0);
+            let out = assign_offset(&b, base, 0);
+            let parts = split_produced(&out).unwrap();
+            proptest::prop_assert_eq!(parts.len(), 1);
+            proptest::prop_assert_eq!(parts[0].0.base_offset, base);
+            proptest::prop_assert_eq!(parts[0].0.last_offset(), base + count as i64 - 1);
+        }
+    }
+}

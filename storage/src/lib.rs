@@ -1,0 +1,58 @@
+//! weir-storage: the on-disk log of a partition.
+//!
+//! - [`batch`]: Kafka v2 record batch headers, validation, offset assignment.
+//! - [`records`]: reading records inside an uncompressed batch.
+//! - [`index`]: the sparse offset and time indexes of a segment.
+//! - [`segment`]: one segment file, written with O_DIRECT on io_uring.
+//! - [`log`]: a partition's segments, appends, group commit, reads, retention.
+//!
+//! Invariant: only the shard that owns a partition touches its files; every
+//! type here is `!Send` and lives on that shard.
+
+pub mod batch;
+pub mod index;
+pub mod log;
+pub mod records;
+pub mod segment;
+
+pub use log::{Appended, LogConfig, PartitionLog, ReadResult};
+
+/// What can go wrong in storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StorageError {
+    /// A read or write failed (disk full, I/O error): the message says where.
+    Io(String),
+    /// The offset is outside `[log_start, high_watermark]`.
+    OffsetOutOfRange {
+        offset: i64,
+        log_start: i64,
+        high_watermark: i64,
+    },
+    /// Stored data that does not parse.
+    Corrupt(String),
+}
+
+impl StorageError {
+    pub fn io(context: String, e: impl std::fmt::Display) -> StorageError {
+        StorageError::Io(format!("{context}: {e}"))
+    }
+}
+
+impl std::fmt::Display for StorageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StorageError::Io(s) => write!(f, "storage I/O error: {s}"),
+            StorageError::OffsetOutOfRange {
+                offset,
+                log_start,
+                high_watermark,
+            } => write!(
+                f,
+                "offset {offset} is outside the log [{log_start}, {high_watermark}]"
+            ),
+            StorageError::Corrupt(s) => write!(f, "corrupt log: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for StorageError {}

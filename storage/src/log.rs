@@ -1,0 +1,676 @@
+//! A partition's log: its segments, offset assignment, group-committed
+//! durability, reads, time lookups and retention.
+//!
+//! A `PartitionLog` lives on the shard that owns its partition and is only
+//! touched there (it is `!Send`). Offsets are dense: each record takes one.
+//! Everything below `durable_offset` (the high watermark) is fdatasync'ed;
+//! readers never see past it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use glommio::sync::Semaphore;
+
+use crate::batch::{assign_offset, BatchHeader, BatchIter};
+use crate::records::first_offset_at_or_after;
+use crate::segment::{log_path, Segment};
+use crate::StorageError;
+
+/// Settings of one partition's log (a topic's configs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Roll a new segment past this many bytes.
+    pub segment_bytes: u64,
+    /// Roll a new segment this old (ms).
+    pub segment_ms: i64,
+    /// Delete sealed segments whose newest record is older than this; -1 keeps all.
+    pub retention_ms: i64,
+    /// Delete the oldest sealed segments while the log is larger; -1 keeps all.
+    pub retention_bytes: i64,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            retention_ms: 7 * 24 * 3600 * 1000,
+            retention_bytes: -1,
+        }
+    }
+}
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The batches' timestamp as stored (the append time for LogAppendTime).
+    pub log_append_time: i64,
+}
+
+/// The answer to a read.
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    /// Whole batches, the first containing the requested offset.
+    pub batches: Bytes,
+    pub high_watermark: i64,
+    pub log_start: i64,
+}
+
+struct LogState {
+    segments: BTreeMap<i64, Segment>,
+    log_start: i64,
+    /// The next offset to assign (log end offset).
+    next_offset: i64,
+    /// Everything below is durable and readable (the high watermark).
+    durable_offset: i64,
+    /// Set by a failed write or sync; appends are refused until a flush works.
+    failed: Option<String>,
+}
+
+/// One partition's log. Lives on the shard that owns the partition.
+pub struct PartitionLog {
+    dir: PathBuf,
+    config: Cell<LogConfig>,
+    state: RefCell<LogState>,
+    /// Serialises appends that may roll a segment (an await inside).
+    append_lock: Semaphore,
+    /// Serialises flushes: one write-and-sync in flight per partition.
+    flush_lock: Semaphore,
+}
+
+impl PartitionLog {
+    /// Opens (or creates) the log in `dir`, recovering its tail.
+    pub async fn open(
+        dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<PartitionLog, StorageError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StorageError::Io(format!("creating {}: {e}", dir.display())))?;
+        let mut bases = Vec::new();
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| StorageError::Io(format!("listing {}: {e}", dir.display())))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if let Some(stem) = name.strip_suffix(".log") {
+                if let Ok(base) = stem.parse::<i64>() {
+                    bases.push(base);
+                }
+            }
+        }
+        bases.sort_unstable();
+        let mut segments = BTreeMap::new();
+        let mut i = 0;
+        while i < bases.len() {
+            let base = bases[i];
+            let next = bases.get(i + 1).copied();
+            let seg = Segment::open(dir, base, next.is_none(), next, now_ms).await?;
+            if let Some(next) = next {
+                if seg.next_offset != next {
+                    // A torn segment before the last one: nothing after it was
+                    // ever acknowledged (a flush syncs segments in order before
+                    // the high watermark moves), so later segments go.
+                    log::warn!(
+                        "{}: segment {base} ends at {} but {next} follows; dropping later segments",
+                        dir.display(),
+                        seg.next_offset
+                    );
+                    for &later in &bases[i + 1..] {
+                        let _ = std::fs::remove_file(log_path(dir, later));
+                    }
+                    segments.insert(base, seg);
+                    break;
+                }
+            }
+            segments.insert(base, seg);
+            i += 1;
+        }
+        if segments.is_empty() {
+            segments.insert(0, Segment::create(dir, 0, now_ms).await?);
+        }
+        let log_start = *segments.keys().next().expect("a segment");
+        let next_offset = segments
+            .values()
+            .next_back()
+            .expect("a segment")
+            .next_offset;
+        Ok(PartitionLog {
+            dir: dir.to_path_buf(),
+            config: Cell::new(config),
+            state: RefCell::new(LogState {
+                segments,
+                log_start,
+                next_offset,
+                durable_offset: next_offset,
+                failed: None,
+            }),
+            append_lock: Semaphore::new(1),
+            flush_lock: Semaphore::new(1),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn set_config(&self, config: LogConfig) {
+        self.config.set(config);
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.config.get()
+    }
+
+    pub fn log_start(&self) -> i64 {
+        self.state.borrow().log_start
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.state.borrow().durable_offset
+    }
+
+    pub fn log_end(&self) -> i64 {
+        self.state.borrow().next_offset
+    }
+
+    /// Total bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.state.borrow().segments.values().map(|s| s.size).sum()
+    }
+
+    /// Assigns offsets to validated batches and stages them. They become
+    /// durable (and readable) at the next `flush`. Returns the stored copies
+    /// (base offsets rewritten) for the tail cache.
+    pub async fn append(
+        &self,
+        batches: &[(BatchHeader, Bytes)],
+        now_ms: i64,
+    ) -> Result<(Appended, Vec<(BatchHeader, Bytes)>), StorageError> {
+        let _permit = self
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .expect("semaphore open");
+        if let Some(why) = &self.state.borrow().failed {
+            return Err(StorageError::Io(format!("log is failed: {why}")));
+        }
+        let total: u64 = batches.iter().map(|(h, _)| h.total_len() as u64).sum();
+        self.maybe_roll(total, now_ms).await?;
+        let mut st = self.state.borrow_mut();
+        let base_offset = st.next_offset;
+        let mut stored = Vec::with_capacity(batches.len());
+        let seg_base = *st.segments.keys().next_back().expect("a segment");
+        for (h, b) in batches {
+            let offset = st.next_offset;
+            let copy = assign_offset(b, offset, now_ms);
+            let header = BatchHeader::parse(&copy).expect("validated batch");
+            let seg = st.segments.get_mut(&seg_base).expect("active segment");
+            seg.append(&copy, &header);
+            st.next_offset = offset + h.offset_count();
+            stored.push((header, copy));
+        }
+        let log_append_time = if batches.iter().any(|(h, _)| h.is_log_append_time()) {
+            now_ms
+        } else {
+            -1
+        };
+        Ok((
+            Appended {
+                base_offset,
+                last_offset: st.next_offset - 1,
+                log_append_time,
+            },
+            stored,
+        ))
+    }
+
+    /// Rolls to a new segment when the active one is too big or too old.
+    async fn maybe_roll(&self, incoming: u64, now_ms: i64) -> Result<(), StorageError> {
+        let cfg = self.config.get();
+        let base = {
+            let st = self.state.borrow();
+            let active = st.segments.values().next_back().expect("a segment");
+            let too_big = active.size + incoming > cfg.segment_bytes;
+            let too_old = now_ms - active.created_ms > cfg.segment_ms;
+            // Relative offsets and positions are u32 in the index.
+            let too_many = st.next_offset - active.base > i32::MAX as i64
+                || active.size + incoming > u32::MAX as u64;
+            if active.size == 0 || !(too_big || too_old || too_many) {
+                return Ok(());
+            }
+            st.next_offset
+        };
+        let seg = Segment::create(&self.dir, base, now_ms).await?;
+        self.state.borrow_mut().segments.insert(base, seg);
+        Ok(())
+    }
+
+    /// Writes and fdatasyncs everything staged; returns the new high
+    /// watermark. Appends that arrive meanwhile wait for the next flush, so
+    /// one sync covers every batch appended during the previous one.
+    pub async fn flush(&self) -> Result<i64, StorageError> {
+        let _permit = self
+            .flush_lock
+            .acquire_permit(1)
+            .await
+            .expect("semaphore open");
+        let (jobs, target) = {
+            let st = self.state.borrow();
+            if st.durable_offset == st.next_offset {
+                return Ok(st.durable_offset);
+            }
+            let jobs: Vec<_> = st
+                .segments
+                .values()
+                .filter(|s| s.dirty())
+                .map(|s| {
+                    let (buf, pos, end) = s.prepare_flush();
+                    (s.base, s.file.clone(), buf, pos, end)
+                })
+                .collect();
+            (jobs, st.next_offset)
+        };
+        let mut synced = Vec::with_capacity(jobs.len());
+        for (base, file, buf, pos, end) in jobs {
+            let r = match file.write_at(buf, pos).await {
+                Ok(_) => file.fdatasync().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = r {
+                let why = format!("writing segment {base} in {}: {e}", self.dir.display());
+                log::error!("{why}");
+                self.state.borrow_mut().failed = Some(why.clone());
+                return Err(StorageError::Io(why));
+            }
+            synced.push((base, end));
+        }
+        let mut st = self.state.borrow_mut();
+        st.failed = None;
+        for (base, end) in synced {
+            if let Some(seg) = st.segments.get_mut(&base) {
+                seg.complete_flush(end);
+            }
+        }
+        assert!(target >= st.durable_offset, "high watermark moves forward");
+        st.durable_offset = target;
+        drop(st);
+        self.seal_inactive().await?;
+        Ok(target)
+    }
+
+    /// Seals every durable segment that is no longer the active one.
+    async fn seal_inactive(&self) -> Result<(), StorageError> {
+        loop {
+            let candidate = {
+                let st = self.state.borrow();
+                let active = *st.segments.keys().next_back().expect("a segment");
+                st.segments
+                    .values()
+                    .find(|s| s.base != active && !s.sealed && !s.dirty())
+                    .map(|s| s.base)
+            };
+            let Some(base) = candidate else { return Ok(()) };
+            // Take the segment out while sealing so no borrow spans the await.
+            let mut seg = self
+                .state
+                .borrow_mut()
+                .segments
+                .remove(&base)
+                .expect("segment");
+            let r = seg.seal().await;
+            self.state.borrow_mut().segments.insert(base, seg);
+            r?;
+        }
+    }
+
+    /// Reads whole batches from `offset`, up to about `max_bytes` (at least
+    /// one batch, as Kafka does, so a large batch never blocks a consumer).
+    /// Only durable data is read.
+    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, StorageError> {
+        let mut offset = offset;
+        loop {
+            let (file, pos, limit, seg_end, hw, start) = {
+                let st = self.state.borrow();
+                let (hw, start) = (st.durable_offset, st.log_start);
+                if offset < start || offset > hw {
+                    return Err(StorageError::OffsetOutOfRange {
+                        offset,
+                        log_start: start,
+                        high_watermark: hw,
+                    });
+                }
+                if offset == hw {
+                    return Ok(ReadResult {
+                        batches: Bytes::new(),
+                        high_watermark: hw,
+                        log_start: start,
+                    });
+                }
+                let seg = st
+                    .segments
+                    .range(..=offset)
+                    .next_back()
+                    .map(|(_, s)| s)
+                    .expect("segment for offset");
+                let pos = seg.index.lookup((offset - seg.base) as u32) as u64;
+                (
+                    seg.file.clone(),
+                    pos,
+                    seg.durable_size,
+                    seg.next_offset,
+                    hw,
+                    start,
+                )
+            };
+            if offset >= seg_end {
+                // The offset is at the end of a segment: the next one has it.
+                offset = seg_end;
+                continue;
+            }
+            let want = ((limit - pos) as usize)
+                .min(max_bytes.max(1) + 2 * crate::index::INDEX_INTERVAL_BYTES as usize);
+            let data = read_exact(&file, pos, want).await?;
+            let mut first = None;
+            let mut end = 0usize;
+            for (at, h) in BatchIter::new(&data) {
+                if h.last_offset() < offset {
+                    continue;
+                }
+                let from = *first.get_or_insert(at);
+                if at + h.total_len() - from > max_bytes && end > from {
+                    break;
+                }
+                end = at + h.total_len();
+            }
+            let batches = match first {
+                Some(from) => data.slice(from..end),
+                None => {
+                    // The batch holding `offset` did not fit in what was read.
+                    let mut at = 0usize;
+                    let mut whole = None;
+                    while let Some(h) = BatchHeader::parse(&data[at.min(data.len())..]) {
+                        if h.last_offset() >= offset {
+                            let len = h.total_len().min((limit - pos) as usize - at);
+                            whole = Some(read_exact(&file, pos + at as u64, len).await?);
+                            break;
+                        }
+                        at += h.total_len();
+                    }
+                    whole.ok_or_else(|| {
+                        StorageError::Corrupt(format!(
+                            "{}: no batch holds offset {offset} below the high watermark",
+                            self.dir.display()
+                        ))
+                    })?
+                }
+            };
+            return Ok(ReadResult {
+                batches,
+                high_watermark: hw,
+                log_start: start,
+            });
+        }
+    }
+
+    /// The first offset whose record timestamp is at or after `ts`, with
+    /// that timestamp; `None` when every record is older.
+    pub async fn offset_for_time(&self, ts: i64) -> Result<Option<(i64, i64)>, StorageError> {
+        let (candidates, hw) = {
+            let st = self.state.borrow();
+            let c: Vec<(i64, u32)> = st
+                .segments
+                .values()
+                .filter(|s| s.max_timestamp >= ts)
+                .map(|s| (s.base, s.time_index.scan_from(ts)))
+                .collect();
+            (c, st.durable_offset)
+        };
+        for (base, rel) in candidates {
+            let mut offset = (base + rel as i64).max(self.log_start());
+            loop {
+                if offset >= hw {
+                    return Ok(None);
+                }
+                let r = self.read(offset, 1 << 20).await?;
+                if r.batches.is_empty() {
+                    break;
+                }
+                let mut last = offset;
+                for (at, h) in BatchIter::new(&r.batches) {
+                    last = h.last_offset();
+                    if h.max_timestamp >= ts && h.last_offset() >= offset {
+                        let batch = &r.batches[at..at + h.total_len()];
+                        let exact =
+                            first_offset_at_or_after(batch, &h, ts).filter(|(o, _)| *o >= offset);
+                        return Ok(Some(
+                            exact.unwrap_or((h.base_offset.max(offset), h.max_timestamp)),
+                        ));
+                    }
+                }
+                if last + 1 >= self.segment_end(base) {
+                    break;
+                }
+                offset = last + 1;
+            }
+        }
+        Ok(None)
+    }
+
+    fn segment_end(&self, base: i64) -> i64 {
+        self.state
+            .borrow()
+            .segments
+            .get(&base)
+            .map_or(i64::MAX, |s| s.next_offset)
+    }
+
+    /// The offset and timestamp of the batch with the largest timestamp
+    /// (its last offset), or `None` for an empty log.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        let st = self.state.borrow();
+        st.segments
+            .values()
+            .filter(|s| s.max_timestamp_offset >= 0 && s.max_timestamp_offset < st.durable_offset)
+            .max_by_key(|s| (s.max_timestamp, -s.base))
+            .map(|s| (s.max_timestamp_offset, s.max_timestamp))
+    }
+
+    /// Deletes whole sealed segments past `retention.ms` or beyond
+    /// `retention.bytes`, moving the log start. Returns how many went.
+    pub fn enforce_retention(&self, now_ms: i64) -> usize {
+        let cfg = self.config.get();
+        let mut st = self.state.borrow_mut();
+        let mut removed = 0;
+        let mut total: u64 = st.segments.values().map(|s| s.size).sum();
+        loop {
+            if st.segments.len() < 2 {
+                break;
+            }
+            let oldest = st.segments.values().next().expect("a segment");
+            if !oldest.sealed {
+                break;
+            }
+            let expired = cfg.retention_ms >= 0
+                && oldest.max_timestamp >= 0
+                && now_ms - oldest.max_timestamp > cfg.retention_ms;
+            // As Kafka: drop the oldest while the rest still holds retention.bytes.
+            let too_big =
+                cfg.retention_bytes >= 0 && total - oldest.size >= cfg.retention_bytes as u64;
+            if !(expired || too_big) {
+                break;
+            }
+            let base = oldest.base;
+            let seg = st.segments.remove(&base).expect("segment");
+            total -= seg.size;
+            seg.remove_files();
+            removed += 1;
+            st.log_start = *st.segments.keys().next().expect("a segment");
+        }
+        removed
+    }
+
+    /// Flushes and seals for a clean stop.
+    pub async fn close(&self) -> Result<(), StorageError> {
+        self.flush().await?;
+        Ok(())
+    }
+
+    /// Deletes the whole log directory (topic deletion).
+    pub fn destroy(&self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            log::warn!("removing {}: {e}", self.dir.display());
+        }
+    }
+}
+
+async fn read_exact(
+    file: &glommio::io::DmaFile,
+    pos: u64,
+    len: usize,
+) -> Result<Bytes, StorageError> {
+    let r = file
+        .read_at(pos, len)
+        .await
+        .map_err(|e| StorageError::Io(format!("reading at {pos}: {e}")))?;
+    Ok(Bytes::copy_from_slice(&r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{split_produced, tests::make_batch};
+
+    fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move { f().await })
+            .expect("executor")
+            .join()
+            .expect("join");
+    }
+
+    fn tmpdir(name: &str) -> PathBuf {
+        // Not /tmp: tmpfs has no O_DIRECT.
+        let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!(
+            "../target/test-data/log-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn batches(count: i32, ts: i64) -> Vec<(BatchHeader, Bytes)> {
+        split_produced(&Bytes::from(make_batch(count, ts, 0))).unwrap()
+    }
+
+    #[test]
+    fn append_flush_read_reopen() {
+        let dir = tmpdir("basic");
+        let d = dir.clone();
+        run(move || async move {
+            std::fs::create_dir_all(&d).unwrap();
+            crate::segment::prepare_direct_io(&d).await.unwrap();
+            let cfg = LogConfig {
+                segment_bytes: 300,
+                ..LogConfig::default()
+            };
+            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+            let mut expected = 0;
+            for i in 0..20 {
+                let (a, _) = log.append(&batches(3, 1000 + i), 5).await.unwrap();
+                assert_eq!(a.base_offset, expected);
+                expected += 3;
+                // Not readable before it is durable.
+                assert_eq!(
+                    log.high_watermark(),
+                    expected - 3 - if i % 2 == 1 { 3 } else { 0 }
+                );
+                if i % 2 == 1 {
+                    assert_eq!(log.flush().await.unwrap(), expected);
+                }
+            }
+            let r = log.read(31, 1 << 20).await.unwrap();
+            let first = BatchHeader::parse(&r.batches).unwrap();
+            assert_eq!(first.base_offset, 30);
+            // A read stays within one segment; reading on covers the rest densely.
+            let mut bases = Vec::new();
+            let mut at = 31;
+            while at < log.high_watermark() {
+                let r = log.read(at, 1 << 20).await.unwrap();
+                for (_, h) in BatchIter::new(&r.batches) {
+                    bases.push(h.base_offset);
+                    at = h.last_offset() + 1;
+                }
+            }
+            assert_eq!(bases, (30..60).step_by(3).collect::<Vec<i64>>());
+            assert!(matches!(
+                log.read(61, 10).await,
+                Err(StorageError::OffsetOutOfRange { .. })
+            ));
+            assert_eq!(log.offset_for_time(1010).await.unwrap(), Some((30, 1010)));
+            assert_eq!(log.max_timestamp(), Some((59, 1019)));
+            log.close().await.unwrap();
+            drop(log);
+            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+            assert_eq!(log.high_watermark(), 60);
+            let r = log.read(0, 1).await.unwrap();
+            assert_eq!(BatchIter::new(&r.batches).count(), 1);
+            // A torn tail is cut back to the last whole batch.
+            let last = std::fs::read_dir(&d)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .max()
+                .unwrap();
+            drop(log);
+            let len = std::fs::metadata(&last).unwrap().len();
+            let f = std::fs::OpenOptions::new().write(true).open(&last).unwrap();
+            f.set_len(len - 5).unwrap();
+            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+            assert_eq!(log.high_watermark(), 57);
+            let (a, _) = log.append(&batches(1, 1), 1).await.unwrap();
+            assert_eq!(a.base_offset, 57);
+        });
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn retention_by_bytes_moves_start() {
+        let dir = tmpdir("retention");
+        let d = dir.clone();
+        run(move || async move {
+            std::fs::create_dir_all(&d).unwrap();
+            crate::segment::prepare_direct_io(&d).await.unwrap();
+            let cfg = LogConfig {
+                segment_bytes: 200,
+                retention_bytes: 400,
+                ..LogConfig::default()
+            };
+            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+            for _ in 0..30 {
+                log.append(&batches(2, 1), 1).await.unwrap();
+                log.flush().await.unwrap();
+            }
+            assert!(log.enforce_retention(2) > 0);
+            assert!(log.log_start() > 0);
+            assert!(log.size_bytes() >= 400);
+            assert!(matches!(
+                log.read(0, 10).await,
+                Err(StorageError::OffsetOutOfRange { .. })
+            ));
+            let start = log.log_start();
+            assert_eq!(
+                BatchHeader::parse(&log.read(start, 10).await.unwrap().batches)
+                    .unwrap()
+                    .base_offset,
+                start
+            );
+        });
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

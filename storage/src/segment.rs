@@ -1,0 +1,411 @@
+//! One log segment: a file of whole v2 batches named by its base offset,
+//! written with O_DIRECT through glommio's `DmaFile` on io_uring.
+//!
+//! Appends are staged in memory and written by `flush` as aligned blocks: the
+//! staging buffer always starts at an aligned file position, and after a flush
+//! it keeps the partial last block so the next flush rewrites it whole. The
+//! file may therefore hold zero padding past the logical end; recovery stops
+//! at the first byte that is not a valid batch, and sealing truncates it.
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use glommio::io::{DmaFile, OpenOptions};
+
+use crate::batch::{crc_ok, BatchHeader, BatchIter};
+use crate::index::{OffsetIndex, TimeIndex, INDEX_INTERVAL_BYTES};
+use crate::StorageError;
+
+/// Direct I/O alignment (the largest logical block size we expect).
+pub const ALIGN: u64 = 4096;
+/// Bytes read at a time when scanning a segment.
+const SCAN_CHUNK: usize = 8 << 20;
+
+pub fn align_down(v: u64) -> u64 {
+    v & !(ALIGN - 1)
+}
+pub fn align_up(v: u64) -> u64 {
+    align_down(v + ALIGN - 1)
+}
+
+pub fn log_path(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{base:020}.log"))
+}
+fn index_path(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{base:020}.index"))
+}
+fn time_index_path(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{base:020}.timeindex"))
+}
+
+/// A segment's in-memory state. Lives on the shard that owns its partition.
+pub struct Segment {
+    pub base: i64,
+    pub file: Rc<DmaFile>,
+    dir: PathBuf,
+    /// Logical size: whole batches appended, durable or staged.
+    pub size: u64,
+    /// Bytes known to be on disk and fdatasync'ed.
+    pub durable_size: u64,
+    /// Bytes from `staged_from` (aligned) up to `size`.
+    staged: Vec<u8>,
+    staged_from: u64,
+    /// The offset after the last batch in the segment.
+    pub next_offset: i64,
+    pub index: OffsetIndex,
+    pub time_index: TimeIndex,
+    bytes_since_index: u64,
+    /// Largest batch max-timestamp in the segment, and that batch's last offset.
+    pub max_timestamp: i64,
+    pub max_timestamp_offset: i64,
+    /// Wall-clock ms when the segment was created (for `segment.ms`).
+    pub created_ms: i64,
+    /// Index files written and padding truncated.
+    pub sealed: bool,
+}
+
+impl Segment {
+    async fn open_file(path: &Path, create: bool) -> Result<DmaFile, StorageError> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .dma_open(path)
+            .await
+            .map_err(|e| StorageError::io(format!("opening {}", path.display()), e))
+    }
+
+    /// Creates a new, empty segment and makes its directory entry durable.
+    pub async fn create(dir: &Path, base: i64, now_ms: i64) -> Result<Segment, StorageError> {
+        let path = log_path(dir, base);
+        let file = Self::open_file(&path, true).await?;
+        sync_dir(dir)?;
+        Ok(Segment {
+            base,
+            file: Rc::new(file),
+            dir: dir.to_path_buf(),
+            size: 0,
+            durable_size: 0,
+            staged: Vec::new(),
+            staged_from: 0,
+            next_offset: base,
+            index: OffsetIndex::default(),
+            time_index: TimeIndex::default(),
+            bytes_since_index: 0,
+            max_timestamp: -1,
+            max_timestamp_offset: -1,
+            created_ms: now_ms,
+            sealed: false,
+        })
+    }
+
+    /// Opens an existing segment. A sealed segment with valid index files is
+    /// loaded from them; otherwise the file is scanned, every batch's CRC
+    /// checked, and anything after the last valid batch (a torn write, or
+    /// padding) truncated. `expected_end` is the next segment's base, if any.
+    pub async fn open(
+        dir: &Path,
+        base: i64,
+        is_last: bool,
+        expected_end: Option<i64>,
+        now_ms: i64,
+    ) -> Result<Segment, StorageError> {
+        let path = log_path(dir, base);
+        let file = Self::open_file(&path, false).await?;
+        let file_size = file
+            .file_size()
+            .await
+            .map_err(|e| StorageError::io(format!("sizing {}", path.display()), e))?;
+        let mut seg = Segment {
+            base,
+            file: Rc::new(file),
+            dir: dir.to_path_buf(),
+            size: 0,
+            durable_size: 0,
+            staged: Vec::new(),
+            staged_from: 0,
+            next_offset: base,
+            index: OffsetIndex::default(),
+            time_index: TimeIndex::default(),
+            bytes_since_index: 0,
+            max_timestamp: -1,
+            max_timestamp_offset: -1,
+            created_ms: now_ms,
+            sealed: false,
+        };
+        if !is_last {
+            if let Some(loaded) = seg.load_indexes(file_size, expected_end) {
+                return Ok(loaded);
+            }
+        }
+        seg.scan(file_size).await?;
+        seg.durable_size = seg.size;
+        seg.staged_from = align_down(seg.size);
+        if seg.staged_from < seg.size {
+            let tail = seg
+                .file
+                .read_at(seg.staged_from, (seg.size - seg.staged_from) as usize)
+                .await
+                .map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?;
+            seg.staged = tail.to_vec();
+        }
+        if file_size != seg.size {
+            log::warn!(
+                "{}: truncating {} bytes after the last valid batch (offset {})",
+                path.display(),
+                file_size - seg.size,
+                seg.next_offset
+            );
+            seg.file
+                .truncate(seg.size)
+                .await
+                .map_err(|e| StorageError::io(format!("truncating {}", path.display()), e))?;
+            seg.file
+                .fdatasync()
+                .await
+                .map_err(|e| StorageError::io(format!("syncing {}", path.display()), e))?;
+        }
+        Ok(seg)
+    }
+
+    /// Loads a sealed segment's state from its index files, if they are
+    /// present and agree with the file.
+    fn load_indexes(&mut self, file_size: u64, expected_end: Option<i64>) -> Option<Segment> {
+        let idx = std::fs::read(index_path(&self.dir, self.base)).ok()?;
+        let tidx = std::fs::read(time_index_path(&self.dir, self.base)).ok()?;
+        if idx.len() < 16 || tidx.len() < 16 {
+            return None;
+        }
+        let size = u64::from_be_bytes(idx[0..8].try_into().ok()?);
+        let next_offset = i64::from_be_bytes(idx[8..16].try_into().ok()?);
+        let max_ts = i64::from_be_bytes(tidx[0..8].try_into().ok()?);
+        let max_ts_off = i64::from_be_bytes(tidx[8..16].try_into().ok()?);
+        if size != file_size
+            || next_offset < self.base
+            || expected_end.is_some_and(|e| e != next_offset)
+        {
+            return None;
+        }
+        let index = OffsetIndex::decode(&idx[16..], size)?;
+        let time_index = TimeIndex::decode(&tidx[16..])?;
+        Some(Segment {
+            base: self.base,
+            file: self.file.clone(),
+            dir: self.dir.clone(),
+            size,
+            durable_size: size,
+            staged: Vec::new(),
+            staged_from: align_down(size),
+            next_offset,
+            index,
+            time_index,
+            bytes_since_index: 0,
+            max_timestamp: max_ts,
+            max_timestamp_offset: max_ts_off,
+            created_ms: self.created_ms,
+            sealed: true,
+        })
+    }
+
+    /// Reads the whole file, keeping every valid batch in offset order.
+    async fn scan(&mut self, file_size: u64) -> Result<(), StorageError> {
+        let mut pos = 0u64;
+        'outer: while pos < file_size {
+            let want = ((file_size - pos) as usize).min(SCAN_CHUNK);
+            let chunk = self
+                .file
+                .read_at(pos, want)
+                .await
+                .map_err(|e| StorageError::io(format!("scanning segment {}", self.base), e))?;
+            let mut it = BatchIter::new(&chunk);
+            let mut advanced = false;
+            for (at, h) in it.by_ref() {
+                let batch = &chunk[at..at + h.total_len()];
+                if h.base_offset != self.next_offset || !crc_ok(batch, &h) {
+                    break 'outer;
+                }
+                self.note_batch(&h, pos + at as u64);
+                self.size = pos + (at + h.total_len()) as u64;
+                advanced = true;
+            }
+            if !advanced {
+                // A batch larger than the chunk: read exactly it.
+                let Some(h) = BatchHeader::parse(&chunk) else {
+                    break;
+                };
+                if h.magic != 2 || (h.total_len() as u64) > file_size - pos || h.total_len() <= want
+                {
+                    break;
+                }
+                let whole =
+                    self.file.read_at(pos, h.total_len()).await.map_err(|e| {
+                        StorageError::io(format!("scanning segment {}", self.base), e)
+                    })?;
+                if h.base_offset != self.next_offset || !crc_ok(&whole, &h) {
+                    break;
+                }
+                self.note_batch(&h, pos);
+                self.size = pos + h.total_len() as u64;
+            }
+            pos = self.size;
+        }
+        Ok(())
+    }
+
+    /// Records a batch (already in place at `position`) in the indexes.
+    fn note_batch(&mut self, h: &BatchHeader, position: u64) {
+        let rel = (h.base_offset - self.base) as u32;
+        if self.bytes_since_index >= INDEX_INTERVAL_BYTES {
+            self.index.push(rel, position as u32);
+            self.time_index.push(self.max_timestamp, rel);
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += h.total_len() as u64;
+        if h.max_timestamp > self.max_timestamp {
+            self.max_timestamp = h.max_timestamp;
+            self.max_timestamp_offset = h.last_offset();
+        }
+        self.next_offset = h.last_offset() + 1;
+    }
+
+    /// Stages a batch whose base offset is already assigned.
+    pub fn append(&mut self, batch: &[u8], h: &BatchHeader) {
+        assert_eq!(h.base_offset, self.next_offset, "offsets must be dense");
+        assert!(!self.sealed, "append to a sealed segment");
+        self.note_batch(h, self.size);
+        self.staged.extend_from_slice(batch);
+        self.size += batch.len() as u64;
+        debug_assert_eq!(self.staged_from + self.staged.len() as u64, self.size);
+    }
+
+    /// Whether staged bytes wait to be written.
+    pub fn dirty(&self) -> bool {
+        self.durable_size < self.size
+    }
+
+    /// Takes a snapshot of the staged bytes as an aligned DMA buffer:
+    /// (buffer, file position, logical end it makes durable).
+    pub fn prepare_flush(&self) -> (glommio::io::DmaBuffer, u64, u64) {
+        let len = self.staged.len();
+        let mut buf = self.file.alloc_dma_buffer(align_up(len as u64) as usize);
+        let bytes = buf.as_bytes_mut();
+        bytes[..len].copy_from_slice(&self.staged);
+        bytes[len..].fill(0);
+        (buf, self.staged_from, self.size)
+    }
+
+    /// After the write and fdatasync of a snapshot ending at `end`: drop the
+    /// whole blocks that are now durable from the staging buffer.
+    pub fn complete_flush(&mut self, end: u64) {
+        assert!(end <= self.size && end >= self.durable_size);
+        self.durable_size = end;
+        let new_from = align_down(end);
+        let drop = (new_from - self.staged_from) as usize;
+        self.staged.drain(..drop);
+        self.staged_from = new_from;
+    }
+
+    /// Writes the index files and trims padding. Called once the segment is
+    /// no longer active and fully durable.
+    pub async fn seal(&mut self) -> Result<(), StorageError> {
+        assert!(!self.dirty(), "sealing a segment with unwritten batches");
+        let ctx = |what: &str| format!("{what} segment {} in {}", self.base, self.dir.display());
+        self.file
+            .truncate(self.size)
+            .await
+            .map_err(|e| StorageError::io(ctx("truncating"), e))?;
+        self.file
+            .fdatasync()
+            .await
+            .map_err(|e| StorageError::io(ctx("syncing"), e))?;
+        let mut idx = Vec::new();
+        idx.extend_from_slice(&self.size.to_be_bytes());
+        idx.extend_from_slice(&self.next_offset.to_be_bytes());
+        idx.extend_from_slice(&self.index.encode());
+        let mut tidx = Vec::new();
+        tidx.extend_from_slice(&self.max_timestamp.to_be_bytes());
+        tidx.extend_from_slice(&self.max_timestamp_offset.to_be_bytes());
+        tidx.extend_from_slice(&self.time_index.encode());
+        write_small_file(&index_path(&self.dir, self.base), idx).await?;
+        write_small_file(&time_index_path(&self.dir, self.base), tidx).await?;
+        self.staged = Vec::new();
+        self.sealed = true;
+        Ok(())
+    }
+
+    /// Removes the segment's files.
+    pub fn remove_files(&self) {
+        for p in [
+            log_path(&self.dir, self.base),
+            index_path(&self.dir, self.base),
+            time_index_path(&self.dir, self.base),
+        ] {
+            if let Err(e) = std::fs::remove_file(&p) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    log::warn!("removing {}: {e}", p.display());
+                }
+            }
+        }
+    }
+}
+
+/// Writes a small file through io_uring (buffered) and syncs it.
+async fn write_small_file(path: &Path, data: Vec<u8>) -> Result<(), StorageError> {
+    let ctx = || format!("writing {}", path.display());
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .buffered_open(path)
+        .await
+        .map_err(|e| StorageError::io(ctx(), e))?;
+    f.write_at(data, 0)
+        .await
+        .map_err(|e| StorageError::io(ctx(), e))?;
+    f.fdatasync()
+        .await
+        .map_err(|e| StorageError::io(ctx(), e))?;
+    f.close().await.map_err(|e| StorageError::io(ctx(), e))?;
+    Ok(())
+}
+
+/// Makes a directory's entries durable (after creating or removing a file).
+pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StorageError::Io(format!("syncing directory {}: {e}", dir.display())))
+}
+
+/// Prepares this thread's io_uring for direct I/O under `dir`, and checks
+/// that it works. Call once per shard before opening any segment.
+///
+/// glommio decides per block device (and per thread) whether reads may use
+/// the polled ring by probing the first file opened; on an empty file that
+/// probe reads nothing and wrongly succeeds, after which every read fails with
+/// EOPNOTSUPP (seen on virtio disks). Opening a file that holds a block first
+/// makes the probe real.
+pub async fn prepare_direct_io(dir: &Path) -> Result<(), StorageError> {
+    let probe = dir.join(".direct-io-probe");
+    std::fs::write(&probe, vec![0u8; ALIGN as usize]).map_err(|e| {
+        StorageError::Io(format!(
+            "data directory {} is not writable: {e}",
+            dir.display()
+        ))
+    })?;
+    let file = glommio::io::DmaFile::open(&probe)
+        .await
+        .map_err(|e| StorageError::io(format!("opening {} for direct I/O", probe.display()), e))?;
+    let read = file
+        .read_at(0, ALIGN as usize)
+        .await
+        .map_err(|e| StorageError::io(format!("direct I/O read of {}", probe.display()), e))?;
+    if read.len() != ALIGN as usize {
+        return Err(StorageError::Io(format!(
+            "direct I/O read of {} returned {} bytes, not {ALIGN}",
+            probe.display(),
+            read.len()
+        )));
+    }
+    let _ = file.close().await;
+    Ok(())
+}
