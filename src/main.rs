@@ -1,1 +1,156 @@
-fn main() {}
+//! The `weir` binary: `weir serve DATA_DIR [options]`.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use weir_core::NodeConfig;
+
+#[derive(Parser)]
+#[command(
+    name = "weir",
+    version,
+    about = "A thread-per-core storage node that speaks Kafka"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node.
+    Serve(ServeArgs),
+}
+
+#[derive(Parser)]
+struct ServeArgs {
+    /// Directory for the catalog and partition logs (created if missing).
+    data_dir: PathBuf,
+    /// Address Kafka clients connect to.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    kafka: String,
+    /// HTTP address (GET /health).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: String,
+    /// HOST:PORT clients are told to connect to. Default: the host of
+    /// --addr and the port of --kafka.
+    #[arg(long)]
+    kafka_advertise: Option<String>,
+    /// Shards (one pinned executor each). Default: the machine's cores.
+    #[arg(long)]
+    cores: Option<usize>,
+    /// Create a topic the first time a client asks for it in Metadata.
+    #[arg(long)]
+    auto_create_topics: bool,
+    /// Partitions of an auto-created topic.
+    #[arg(long, default_value_t = 1)]
+    default_partitions: i32,
+    /// The largest request frame accepted, in bytes.
+    #[arg(long, default_value_t = 100 << 20)]
+    max_request_bytes: usize,
+    /// Bytes of recent batches each shard caches for tail reads.
+    #[arg(long, default_value_t = 256 << 20)]
+    cache_bytes_per_shard: usize,
+    /// How often retention runs, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    retention_check_ms: u64,
+}
+
+fn resolve(what: &str, addr: &str) -> Result<SocketAddr, String> {
+    addr.to_socket_addrs()
+        .map_err(|e| format!("{what} address {addr:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{what} address {addr:?} resolves to nothing"))
+}
+
+fn config(args: ServeArgs) -> Result<NodeConfig, String> {
+    let kafka = resolve("--kafka", &args.kafka)?;
+    let http = resolve("--addr", &args.addr)?;
+    let mut cfg = NodeConfig::new(args.data_dir, kafka, http);
+    let (host, port) = match &args.kafka_advertise {
+        Some(a) => {
+            let (h, p) = a
+                .rsplit_once(':')
+                .ok_or_else(|| format!("--kafka-advertise {a:?} is not HOST:PORT"))?;
+            let p: u16 = p
+                .parse()
+                .map_err(|_| format!("--kafka-advertise {a:?}: bad port"))?;
+            (h.to_string(), p)
+        }
+        None => (http.ip().to_string(), kafka.port()),
+    };
+    if host == "0.0.0.0" || host == "::" {
+        log::warn!("advertising {host}: clients cannot connect there; set --kafka-advertise");
+    }
+    cfg.advertised_host = host;
+    cfg.advertised_port = port;
+    cfg.shards = args
+        .cores
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
+    cfg.auto_create_topics = args.auto_create_topics;
+    cfg.default_partitions = args.default_partitions.max(1);
+    cfg.max_request_bytes = args.max_request_bytes;
+    cfg.cache_bytes_per_shard = args.cache_bytes_per_shard;
+    cfg.retention_check_interval = Duration::from_millis(args.retention_check_ms.max(100));
+    Ok(cfg)
+}
+
+/// Blocks SIGINT and SIGTERM in every thread (executors inherit the mask)
+/// and returns a thread that waits for either and sets the stop flag.
+fn block_stop_signals() -> libc::sigset_t {
+    // SAFETY: plain libc signal-mask calls on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => {
+            let cfg = match config(args) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("weir: {e}");
+                    std::process::exit(2);
+                }
+            };
+            let set = block_stop_signals();
+            let (kafka, http, shards) = (cfg.kafka_addr, cfg.http_addr, cfg.shards);
+            let serve: weir_core::shard::ServeFn = Arc::new(weir_net::server::bind);
+            let node = match weir_core::shard::start(cfg, serve) {
+                Ok(n) => n,
+                Err(e) => {
+                    eprintln!("weir: {e}");
+                    std::process::exit(1);
+                }
+            };
+            log::info!("weir serving Kafka on {kafka} and HTTP on {http} with {shards} shard(s)");
+            let stop = node.stop_flag();
+            std::thread::spawn(move || {
+                let mut sig = 0;
+                // SAFETY: waits on the set blocked above.
+                unsafe { libc::sigwait(&set, &mut sig) };
+                log::info!("signal {sig}: stopping");
+                stop.store(true, Ordering::Relaxed);
+            });
+            node.join();
+            log::info!("stopped");
+        }
+    }
+}

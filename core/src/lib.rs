@@ -1,1 +1,21 @@
+//! weir-core: the shard runtime.
+//!
+//! - [`shard`]: one executor per core, the channel mesh between them, and the
+//!   routed operations (produce, fetch, list offsets, catalog changes).
+//! - [`partition`]: a partition as its owner holds it: log, acks, waiters.
+//! - [`cache`]: the per-shard tail cache of recent batches.
+//! - [`catalog`]: topics, ids, configs and placement; owned by shard 0.
+//! - [`config`]: node settings and named limits.
+//! - [`error`]: Kafka error codes.
 
+pub mod cache;
+pub mod catalog;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod partition;
+pub mod shard;
+
+pub use config::NodeConfig;
+pub use error::{ErrorCode, KafkaError};
+pub use shard::{Node, Shard};

@@ -1,0 +1,159 @@
+//! The per-shard tail cache: recently appended batches of every partition
+//! the shard owns, so consumers at the tail are served without disk reads.
+//!
+//! Each partition keeps its cached batches contiguous, ending at its log end;
+//! the shard keeps one FIFO of all insertions and evicts the oldest when the
+//! shard's byte limit is passed. Lives on one shard.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::{Rc, Weak};
+
+use bytes::{Bytes, BytesMut};
+
+/// One cached batch.
+#[derive(Debug, Clone)]
+pub struct CachedBatch {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub bytes: Bytes,
+}
+
+/// A partition's part of the cache.
+#[derive(Debug, Default)]
+pub struct PartitionCache {
+    batches: RefCell<VecDeque<CachedBatch>>,
+}
+
+impl PartitionCache {
+    /// Whole batches from the one holding `offset`, below `high_watermark`,
+    /// up to about `max_bytes` (at least one). `None` when the cache does
+    /// not reach back to `offset`.
+    pub fn read(&self, offset: i64, max_bytes: usize, high_watermark: i64) -> Option<Bytes> {
+        let batches = self.batches.borrow();
+        let first = batches.front()?;
+        if offset < first.base_offset {
+            return None;
+        }
+        let i = batches.partition_point(|b| b.last_offset < offset);
+        let mut picked: Vec<&Bytes> = Vec::new();
+        let mut total = 0usize;
+        for b in batches.range(i..) {
+            if b.last_offset >= high_watermark {
+                break;
+            }
+            if !picked.is_empty() && total + b.bytes.len() > max_bytes {
+                break;
+            }
+            total += b.bytes.len();
+            picked.push(&b.bytes);
+        }
+        Some(match picked.len() {
+            0 => Bytes::new(),
+            1 => picked[0].clone(),
+            _ => {
+                let mut out = BytesMut::with_capacity(total);
+                for b in picked {
+                    out.extend_from_slice(b);
+                }
+                out.freeze()
+            }
+        })
+    }
+
+    fn push(&self, batch: CachedBatch) {
+        let mut batches = self.batches.borrow_mut();
+        if let Some(last) = batches.back() {
+            debug_assert_eq!(
+                last.last_offset + 1,
+                batch.base_offset,
+                "cache is contiguous"
+            );
+        }
+        batches.push_back(batch);
+    }
+
+    fn pop_front(&self) {
+        self.batches.borrow_mut().pop_front();
+    }
+
+    /// Forgets everything (the log was truncated or deleted).
+    pub fn clear(&self) {
+        self.batches.borrow_mut().clear();
+    }
+}
+
+/// The shard's cache budget and eviction order.
+pub struct TailCache {
+    limit: usize,
+    bytes: usize,
+    order: VecDeque<(Weak<PartitionCache>, usize)>,
+}
+
+impl TailCache {
+    pub fn new(limit: usize) -> TailCache {
+        TailCache {
+            limit,
+            bytes: 0,
+            order: VecDeque::new(),
+        }
+    }
+
+    pub fn insert(&mut self, part: &Rc<PartitionCache>, batch: CachedBatch) {
+        let len = batch.bytes.len();
+        if len > self.limit {
+            // Too big to cache: the partition's cache would stop being
+            // contiguous, so it starts over after this batch.
+            part.clear();
+            return;
+        }
+        part.push(batch);
+        self.order.push_back((Rc::downgrade(part), len));
+        self.bytes += len;
+        while self.bytes > self.limit {
+            let Some((p, len)) = self.order.pop_front() else {
+                break;
+            };
+            self.bytes -= len;
+            if let Some(p) = p.upgrade() {
+                p.pop_front();
+            }
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(base: i64, len: usize) -> CachedBatch {
+        CachedBatch {
+            base_offset: base,
+            last_offset: base + 1,
+            bytes: Bytes::from(vec![base as u8; len]),
+        }
+    }
+
+    #[test]
+    fn reads_and_evicts_in_order() {
+        let mut cache = TailCache::new(250);
+        let a = Rc::new(PartitionCache::default());
+        let b = Rc::new(PartitionCache::default());
+        cache.insert(&a, batch(0, 100));
+        cache.insert(&b, batch(0, 100));
+        cache.insert(&a, batch(2, 100));
+        // a@0 was evicted first.
+        assert!(a.read(0, 1000, 10).is_none());
+        assert_eq!(a.read(2, 1000, 10).unwrap().len(), 100);
+        assert_eq!(b.read(1, 1000, 10).unwrap().len(), 100);
+        assert!(cache.bytes() <= 250);
+        // Nothing at or past the high watermark.
+        assert_eq!(a.read(2, 1000, 3).unwrap().len(), 0);
+        cache.insert(&a, batch(4, 100));
+        assert_eq!(a.read(2, 150, 10).unwrap().len(), 100);
+    }
+}

@@ -1,0 +1,306 @@
+//! The catalog: every topic, its id, configs and the shard that owns each of
+//! its partitions.
+//!
+//! Shard 0 owns the catalog: it alone changes it, writes it to
+//! `DATA/catalog.json` (write, fsync, rename, fsync the directory) and then
+//! hands every shard an immutable snapshot (`Arc<Catalog>`) over the message
+//! channels. Other shards only read their snapshot.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ErrorCode, KafkaError};
+
+/// Kafka's limit on topic name length.
+pub const MAX_TOPIC_NAME_LEN: usize = 249;
+/// The most partitions one topic may have (a named limit, as every queue).
+pub const MAX_PARTITIONS: i32 = 10_000;
+
+/// A topic's configs, as Kafka names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicConfig {
+    pub retention_ms: i64,
+    pub retention_bytes: i64,
+    pub max_message_bytes: i32,
+    pub segment_bytes: i64,
+    pub segment_ms: i64,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            retention_ms: 7 * 24 * 3600 * 1000,
+            retention_bytes: -1,
+            max_message_bytes: 1_048_588,
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3600 * 1000,
+        }
+    }
+}
+
+/// The configs DescribeConfigs reports and CreateTopics accepts.
+pub const CONFIG_NAMES: [&str; 5] = [
+    "retention.ms",
+    "retention.bytes",
+    "max.message.bytes",
+    "segment.bytes",
+    "segment.ms",
+];
+
+impl TopicConfig {
+    /// Sets one config from its Kafka name and text value.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), KafkaError> {
+        let bad = || {
+            KafkaError::new(
+                ErrorCode::InvalidConfig,
+                format!("invalid value {value:?} for config {name}"),
+            )
+        };
+        let n: i64 = value.trim().parse().map_err(|_| bad())?;
+        match name {
+            "retention.ms" if n >= -1 => self.retention_ms = n,
+            "retention.bytes" if n >= -1 => self.retention_bytes = n,
+            "max.message.bytes" if (0..=i32::MAX as i64).contains(&n) => {
+                self.max_message_bytes = n as i32
+            }
+            "segment.bytes" if n >= 14 => self.segment_bytes = n,
+            "segment.ms" if n >= 1 => self.segment_ms = n,
+            _ if CONFIG_NAMES.contains(&name) => return Err(bad()),
+            _ => {
+                return Err(KafkaError::new(
+                    ErrorCode::InvalidConfig,
+                    format!("unknown topic config {name}"),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of a config by its Kafka name.
+    pub fn get(&self, name: &str) -> Option<String> {
+        Some(match name {
+            "retention.ms" => self.retention_ms.to_string(),
+            "retention.bytes" => self.retention_bytes.to_string(),
+            "max.message.bytes" => self.max_message_bytes.to_string(),
+            "segment.bytes" => self.segment_bytes.to_string(),
+            "segment.ms" => self.segment_ms.to_string(),
+            _ => return None,
+        })
+    }
+
+    pub fn log_config(&self) -> weir_storage::LogConfig {
+        weir_storage::LogConfig {
+            segment_bytes: self.segment_bytes.max(1) as u64,
+            segment_ms: self.segment_ms,
+            retention_ms: self.retention_ms,
+            retention_bytes: self.retention_bytes,
+        }
+    }
+}
+
+/// One topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMeta {
+    pub name: String,
+    /// The topic id (Fetch v13+ and Metadata v10+ carry it).
+    pub id: [u8; 16],
+    /// `shards[p]` owns partition `p`.
+    pub shards: Vec<usize>,
+    pub config: TopicConfig,
+}
+
+impl TopicMeta {
+    pub fn partitions(&self) -> i32 {
+        self.shards.len() as i32
+    }
+
+    /// Where the partition's log lives, relative to the data directory.
+    /// The id is in the name so a topic deleted and made again never meets
+    /// the old files.
+    pub fn partition_dir(&self, data_dir: &Path, partition: i32) -> std::path::PathBuf {
+        data_dir
+            .join("topics")
+            .join(format!("{}~{}", self.name, hex(&self.id)))
+            .join(partition.to_string())
+    }
+
+    pub fn topic_dir(&self, data_dir: &Path) -> std::path::PathBuf {
+        data_dir
+            .join("topics")
+            .join(format!("{}~{}", self.name, hex(&self.id)))
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The whole catalog. Immutable once shared: a change makes a new one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Catalog {
+    pub cluster_id: String,
+    /// Bumped by every change.
+    pub version: u64,
+    pub topics: BTreeMap<String, TopicMeta>,
+}
+
+impl Catalog {
+    pub fn topic(&self, name: &str) -> Option<&TopicMeta> {
+        self.topics.get(name)
+    }
+
+    pub fn topic_by_id(&self, id: &[u8; 16]) -> Option<&TopicMeta> {
+        self.topics.values().find(|t| &t.id == id)
+    }
+
+    /// The shard owning a partition, if the partition exists.
+    pub fn shard_for(&self, topic: &str, partition: i32) -> Option<usize> {
+        let t = self.topics.get(topic)?;
+        usize::try_from(partition)
+            .ok()
+            .and_then(|p| t.shards.get(p).copied())
+    }
+
+    /// Loads the catalog, or makes a new one. Placements recorded for more
+    /// shards than run now are moved by the same hash, and the change saved.
+    pub fn load_or_create(data_dir: &Path, nr_shards: usize) -> Result<Catalog, String> {
+        let path = data_dir.join("catalog.json");
+        let mut cat = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice::<Catalog>(&bytes)
+                .map_err(|e| format!("{} is not a valid catalog: {e}", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Catalog {
+                cluster_id: new_cluster_id(),
+                version: 0,
+                topics: BTreeMap::new(),
+            },
+            Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        };
+        let mut moved = false;
+        for t in cat.topics.values_mut() {
+            for (p, shard) in t.shards.iter_mut().enumerate() {
+                if *shard >= nr_shards {
+                    *shard = placement(&t.name, p as i32, nr_shards);
+                    moved = true;
+                }
+            }
+        }
+        if moved || cat.version == 0 {
+            cat.save(data_dir)?;
+        }
+        Ok(cat)
+    }
+
+    /// Writes the catalog durably (temp file, fsync, rename, fsync dir).
+    pub fn save(&self, data_dir: &Path) -> Result<(), String> {
+        use std::io::Write;
+        let path = data_dir.join("catalog.json");
+        let tmp = data_dir.join("catalog.json.tmp");
+        let body = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&body)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(data_dir)?.sync_all()
+        };
+        write().map_err(|e| format!("writing {}: {e}", path.display()))
+    }
+}
+
+/// The shard a new partition goes to: a topic's partitions are spread
+/// round-robin from a stable hash of its name.
+pub fn placement(topic: &str, partition: i32, nr_shards: usize) -> usize {
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in topic.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    ((h as usize) + partition as usize) % nr_shards.max(1)
+}
+
+/// Kafka's topic name rule: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), KafkaError> {
+    let invalid = |why: &str| {
+        KafkaError::new(
+            ErrorCode::InvalidTopicException,
+            format!("topic name {name:?} is invalid: {why}"),
+        )
+    };
+    if name.is_empty() {
+        return Err(invalid("it is empty"));
+    }
+    if name == "." || name == ".." {
+        return Err(invalid("it cannot be . or .."));
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return Err(invalid("it is longer than 249 characters"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(invalid(
+            "only ASCII letters, digits, '.', '_' and '-' are allowed",
+        ));
+    }
+    Ok(())
+}
+
+fn new_cluster_id() -> String {
+    let id = uuid::Uuid::new_v4();
+    // Kafka cluster ids are 22-character URL-safe base64 of a UUID.
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut n = u128::from_be_bytes(*id.as_bytes());
+    let mut s = String::with_capacity(22);
+    for _ in 0..22 {
+        s.push(ALPHABET[(n & 63) as usize] as char);
+        n >>= 6;
+    }
+    s
+}
+
+/// A fresh topic id (never all zeros: that means "no id" on the wire).
+pub fn new_topic_id() -> [u8; 16] {
+    *uuid::Uuid::new_v4().as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(validate_topic_name("orders-1.v2_x").is_ok());
+        for bad in ["", ".", "..", "a b", "ü", &"x".repeat(250)] {
+            assert_eq!(
+                validate_topic_name(bad).unwrap_err().code,
+                ErrorCode::InvalidTopicException
+            );
+        }
+    }
+
+    #[test]
+    fn placement_spreads_and_is_stable() {
+        let shards: Vec<_> = (0..4).map(|p| placement("t", p, 2)).collect();
+        assert_eq!(shards.iter().filter(|&&s| s == 0).count(), 2);
+        assert_eq!(placement("t", 3, 2), shards[3]);
+    }
+
+    #[test]
+    fn configs() {
+        let mut c = TopicConfig::default();
+        c.set("retention.ms", "1000").unwrap();
+        assert_eq!(c.get("retention.ms").unwrap(), "1000");
+        assert_eq!(
+            c.set("retention.ms", "abc").unwrap_err().code,
+            ErrorCode::InvalidConfig
+        );
+        assert_eq!(
+            c.set("no.such", "1").unwrap_err().code,
+            ErrorCode::InvalidConfig
+        );
+    }
+}

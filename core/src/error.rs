@@ -1,0 +1,97 @@
+//! Kafka error codes, as the protocol numbers them, and an error carrying one
+//! with a message for the client and the log.
+
+/// The Kafka error codes weir answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i16)]
+pub enum ErrorCode {
+    UnknownServerError = -1,
+    None = 0,
+    OffsetOutOfRange = 1,
+    CorruptMessage = 2,
+    UnknownTopicOrPartition = 3,
+    LeaderNotAvailable = 5,
+    NotLeaderOrFollower = 6,
+    RequestTimedOut = 7,
+    MessageTooLarge = 10,
+    InvalidTopicException = 17,
+    RecordListTooLarge = 18,
+    InvalidRequiredAcks = 21,
+    InvalidTimestamp = 32,
+    UnsupportedSaslMechanism = 33,
+    UnsupportedVersion = 35,
+    TopicAlreadyExists = 36,
+    InvalidPartitions = 37,
+    InvalidReplicationFactor = 38,
+    InvalidReplicaAssignment = 39,
+    InvalidConfig = 40,
+    InvalidRequest = 42,
+    UnsupportedForMessageFormat = 43,
+    PolicyViolation = 44,
+    KafkaStorageError = 56,
+    InvalidRecord = 87,
+    UnknownTopicId = 100,
+    InconsistentTopicId = 103,
+}
+
+impl ErrorCode {
+    pub fn code(self) -> i16 {
+        self as i16
+    }
+}
+
+/// An error code with a human message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl KafkaError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> KafkaError {
+        KafkaError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn unknown_partition(topic: &str, partition: i32) -> KafkaError {
+        KafkaError::new(
+            ErrorCode::UnknownTopicOrPartition,
+            format!("this node has no partition {partition} of topic {topic:?}"),
+        )
+    }
+}
+
+impl std::fmt::Display for KafkaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.code, self.message)
+    }
+}
+
+/// How storage failures reach clients.
+impl From<weir_storage::StorageError> for KafkaError {
+    fn from(e: weir_storage::StorageError) -> KafkaError {
+        use weir_storage::StorageError as S;
+        let code = match &e {
+            S::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+            // A failed disk is Kafka's storage error: the client retries, and
+            // nothing is acknowledged that was not synced.
+            S::Io(_) | S::Corrupt(_) => ErrorCode::KafkaStorageError,
+        };
+        KafkaError::new(code, e.to_string())
+    }
+}
+
+/// How a refused produced batch reaches clients.
+impl From<weir_storage::batch::BatchError> for KafkaError {
+    fn from(e: weir_storage::batch::BatchError) -> KafkaError {
+        use weir_storage::batch::BatchError as B;
+        let code = match &e {
+            B::Corrupt(_) => ErrorCode::CorruptMessage,
+            B::UnsupportedMagic(_) => ErrorCode::UnsupportedForMessageFormat,
+            B::InvalidRecord(_) => ErrorCode::InvalidRecord,
+        };
+        KafkaError::new(code, e.to_string())
+    }
+}

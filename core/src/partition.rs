@@ -1,0 +1,233 @@
+//! A topic-partition as its owning shard holds it: the log, its part of the
+//! tail cache, the produce requests waiting for their fsync and the fetches
+//! waiting for new data. Lives on the shard that owns it; never crosses cores.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use weir_storage::batch::{split_produced, BatchHeader};
+use weir_storage::{Appended, PartitionLog};
+
+use crate::cache::{CachedBatch, PartitionCache, TailCache};
+use crate::clock::now_ms;
+use crate::error::{ErrorCode, KafkaError};
+
+/// The result of a successful produce to one partition.
+pub type ProduceResult = Result<Appended, KafkaError>;
+
+/// What a read of one partition returns.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionRead {
+    pub records: Bytes,
+    pub high_watermark: i64,
+    pub log_start: i64,
+}
+
+/// A topic-partition. Lives on its owning shard.
+pub struct Partition {
+    pub topic: String,
+    pub index: i32,
+    pub log: PartitionLog,
+    pub cache: Rc<PartitionCache>,
+    /// Produce requests waiting for the high watermark to pass their last offset.
+    acks: RefCell<Vec<(i64, oneshot::Sender<Result<(), KafkaError>>)>>,
+    /// Fetches waiting for the high watermark to move.
+    waiters: RefCell<Vec<oneshot::Sender<()>>>,
+    flushing: Cell<bool>,
+}
+
+impl Partition {
+    pub fn new(topic: String, index: i32, log: PartitionLog) -> Partition {
+        Partition {
+            topic,
+            index,
+            log,
+            cache: Rc::new(PartitionCache::default()),
+            acks: RefCell::new(Vec::new()),
+            waiters: RefCell::new(Vec::new()),
+            flushing: Cell::new(false),
+        }
+    }
+
+    /// Validates, appends and (unless `acks == 0`) waits until the batches
+    /// are fsynced. `max_message_bytes` bounds each batch.
+    pub async fn produce(
+        self: &Rc<Self>,
+        records: Bytes,
+        acks: i16,
+        max_message_bytes: i32,
+        cache: &RefCell<TailCache>,
+    ) -> ProduceResult {
+        let batches = split_produced(&records)?;
+        for (h, _) in &batches {
+            if h.total_len() > max_message_bytes.max(0) as usize {
+                return Err(KafkaError::new(
+                    ErrorCode::MessageTooLarge,
+                    format!(
+                        "a batch of {} bytes is larger than max.message.bytes {} of {}-{}",
+                        h.total_len(),
+                        max_message_bytes,
+                        self.topic,
+                        self.index
+                    ),
+                ));
+            }
+        }
+        self.append(&batches, acks, cache).await
+    }
+
+    async fn append(
+        self: &Rc<Self>,
+        batches: &[(BatchHeader, Bytes)],
+        acks: i16,
+        cache: &RefCell<TailCache>,
+    ) -> ProduceResult {
+        let (appended, stored) = match self.log.append(batches, now_ms()).await {
+            Ok(r) => r,
+            Err(_) => {
+                // The log failed a write; retry its staged data once before
+                // refusing (a disk that filled up may have room again).
+                self.log.flush().await?;
+                self.log.append(batches, now_ms()).await?
+            }
+        };
+        {
+            let mut cache = cache.borrow_mut();
+            for (h, bytes) in stored {
+                cache.insert(
+                    &self.cache,
+                    CachedBatch {
+                        base_offset: h.base_offset,
+                        last_offset: h.last_offset(),
+                        bytes,
+                    },
+                );
+            }
+        }
+        let ack = if acks != 0 {
+            let (tx, rx) = oneshot::channel();
+            self.acks.borrow_mut().push((appended.last_offset, tx));
+            Some(rx)
+        } else {
+            None
+        };
+        self.schedule_flush();
+        if let Some(rx) = ack {
+            match rx.await {
+                Ok(r) => r?,
+                Err(_) => {
+                    return Err(KafkaError::new(
+                        ErrorCode::KafkaStorageError,
+                        "the node stopped before the batch was synced",
+                    ))
+                }
+            }
+        }
+        Ok(appended)
+    }
+
+    /// Starts the flusher unless it runs: it writes and syncs until nothing
+    /// is staged, so one fdatasync covers every batch appended meanwhile.
+    fn schedule_flush(self: &Rc<Self>) {
+        if self.flushing.replace(true) {
+            return;
+        }
+        let p = self.clone();
+        glommio::spawn_local(async move {
+            loop {
+                let result = p.log.flush().await;
+                let failed = result.is_err();
+                p.complete(result.map_err(KafkaError::from));
+                // After a failure the staged data waits for the next append,
+                // which retries the flush before appending more.
+                if failed || p.log.high_watermark() >= p.log.log_end() {
+                    break;
+                }
+            }
+            p.flushing.set(false);
+        })
+        .detach();
+    }
+
+    /// Answers the produce requests the flush covered and wakes fetches.
+    fn complete(&self, result: Result<i64, KafkaError>) {
+        match result {
+            Ok(hw) => {
+                let done: Vec<_> = {
+                    let mut acks = self.acks.borrow_mut();
+                    let (done, wait): (Vec<_>, Vec<_>) =
+                        acks.drain(..).partition(|(last, _)| *last < hw);
+                    *acks = wait;
+                    done
+                };
+                for (_, tx) in done {
+                    let _ = tx.send(Ok(()));
+                }
+                for w in self.waiters.borrow_mut().drain(..) {
+                    let _ = w.send(());
+                }
+            }
+            Err(e) => {
+                for (_, tx) in self.acks.borrow_mut().drain(..) {
+                    let _ = tx.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    /// Reads from `offset`: from the tail cache when it reaches back that
+    /// far, else from the log.
+    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<PartitionRead, KafkaError> {
+        let (hw, start) = (self.log.high_watermark(), self.log.log_start());
+        if offset < start || offset > hw {
+            return Err(KafkaError::new(
+                ErrorCode::OffsetOutOfRange,
+                format!(
+                    "offset {offset} is outside {}-{} [{start}, {hw}]",
+                    self.topic, self.index
+                ),
+            ));
+        }
+        if offset == hw {
+            return Ok(PartitionRead {
+                records: Bytes::new(),
+                high_watermark: hw,
+                log_start: start,
+            });
+        }
+        if let Some(records) = self.cache.read(offset, max_bytes, hw) {
+            if !records.is_empty() {
+                return Ok(PartitionRead {
+                    records,
+                    high_watermark: hw,
+                    log_start: start,
+                });
+            }
+        }
+        let r = self.log.read(offset, max_bytes).await?;
+        Ok(PartitionRead {
+            records: r.batches,
+            high_watermark: r.high_watermark,
+            log_start: r.log_start,
+        })
+    }
+
+    /// A receiver that completes when the high watermark next moves.
+    pub fn watch(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        let mut waiters = self.waiters.borrow_mut();
+        // Drop waiters whose fetch already finished, so an idle partition's
+        // list stays as long as its live fetches.
+        waiters.retain(|w| !w.is_canceled());
+        waiters.push(tx);
+        rx
+    }
+
+    /// Flushes what is staged and answers waiting producers (shutdown).
+    pub async fn close(&self) {
+        let r = self.log.close().await.map(|_| self.log.high_watermark());
+        self.complete(r.map_err(KafkaError::from));
+    }
+}

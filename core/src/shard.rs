@@ -1,0 +1,766 @@
+//! A shard: one glommio executor pinned to a core, owning a set of
+//! partitions, its tail cache and the connections it accepted.
+//!
+//! Shards share nothing mutable. Work for a partition owned elsewhere is a
+//! closure sent over the channel mesh to the owner ([`Shard::invoke_on`]),
+//! which runs it there and sends the answer back; that is the only hop.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use futures::future::{join_all, select, select_all, Either};
+use glommio::channels::channel_mesh::{MeshBuilder, Senders};
+use glommio::sync::Semaphore;
+use weir_storage::PartitionLog;
+
+use crate::cache::TailCache;
+use crate::catalog::{
+    new_topic_id, placement, validate_topic_name, Catalog, TopicConfig, TopicMeta, MAX_PARTITIONS,
+};
+use crate::clock::now_ms;
+use crate::config::NodeConfig;
+use crate::error::{ErrorCode, KafkaError};
+use crate::partition::{Partition, PartitionRead, ProduceResult};
+
+/// Work sent to another shard: runs there with that shard's state.
+pub type ShardJob = Box<dyn FnOnce(Rc<Shard>) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+/// The shard that owns the catalog and makes every change to it.
+pub const CATALOG_SHARD: usize = 0;
+
+/// One partition of a fetch request.
+#[derive(Debug, Clone)]
+pub struct FetchPartition {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub max_bytes: i32,
+}
+
+/// One topic of a CreateTopics request.
+#[derive(Debug, Clone)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+/// Per-shard state. Lives on shard `id`, reached from elsewhere only
+/// through `invoke_on`.
+pub struct Shard {
+    pub id: usize,
+    pub nr_shards: usize,
+    pub config: Arc<NodeConfig>,
+    catalog: RefCell<Arc<Catalog>>,
+    partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
+    pub cache: RefCell<TailCache>,
+    mesh: Senders<ShardJob>,
+    /// Serialises catalog changes (used on the catalog shard only).
+    catalog_lock: Semaphore,
+    stopping: Arc<AtomicBool>,
+}
+
+impl Shard {
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.borrow().clone()
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
+        self.partitions
+            .borrow()
+            .get(&(topic.to_string(), partition))
+            .cloned()
+    }
+
+    /// How many partitions this shard owns.
+    pub fn partition_count(&self) -> usize {
+        self.partitions.borrow().len()
+    }
+
+    /// Runs `f` on shard `target` with its state and returns the answer.
+    /// On the local shard it runs in place.
+    pub async fn invoke_on<R, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> Result<R, KafkaError>
+    where
+        R: Send + 'static,
+        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+    {
+        if target == self.id {
+            return Ok(f(self.clone()).await);
+        }
+        let (tx, rx) = oneshot::channel();
+        let job: ShardJob = Box::new(move |shard| {
+            Box::pin(async move {
+                let _ = tx.send(f(shard).await);
+            })
+        });
+        let lost = || {
+            KafkaError::new(
+                ErrorCode::UnknownServerError,
+                format!("shard {target} is not answering"),
+            )
+        };
+        self.mesh.send_to(target, job).await.map_err(|_| lost())?;
+        rx.await.map_err(|_| lost())
+    }
+
+    /// Sends each item to the shard named with it, runs `f` there on that
+    /// shard's items (one hop per shard, concurrently) and gathers the answers.
+    pub async fn scatter<T, R, F, Fut>(
+        self: &Rc<Self>,
+        items: Vec<(usize, T)>,
+        f: F,
+    ) -> Vec<Result<Vec<R>, KafkaError>>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        F: Fn(Rc<Shard>, Vec<T>) -> Fut + Send + Clone + 'static,
+        Fut: Future<Output = Vec<R>> + 'static,
+    {
+        let mut groups: BTreeMap<usize, Vec<T>> = BTreeMap::new();
+        for (shard, item) in items {
+            groups.entry(shard).or_default().push(item);
+        }
+        join_all(groups.into_iter().map(|(shard, group)| {
+            let f = f.clone();
+            self.invoke_on(shard, move |s| f(s, group))
+        }))
+        .await
+    }
+
+    // ---- produce -------------------------------------------------------
+
+    /// Appends to partitions wherever they live. Items carry the caller's
+    /// index so answers can be matched up.
+    pub async fn produce(
+        self: &Rc<Self>,
+        items: Vec<(usize, String, i32, Bytes)>,
+        acks: i16,
+    ) -> Vec<(usize, String, i32, ProduceResult)> {
+        let catalog = self.catalog();
+        let mut out = Vec::with_capacity(items.len());
+        let mut routed = Vec::with_capacity(items.len());
+        for (i, topic, partition, records) in items {
+            match catalog.shard_for(&topic, partition) {
+                Some(shard) => routed.push((shard, (i, topic, partition, records))),
+                None => {
+                    let e = KafkaError::unknown_partition(&topic, partition);
+                    out.push((i, topic, partition, Err(e)));
+                }
+            }
+        }
+        let answers = self
+            .scatter(routed, move |s, group| async move {
+                join_all(group.into_iter().map(|(i, topic, partition, records)| {
+                    let s = s.clone();
+                    async move {
+                        let r = s.produce_local(&topic, partition, records, acks).await;
+                        (i, topic, partition, r)
+                    }
+                }))
+                .await
+            })
+            .await;
+        for a in answers {
+            match a {
+                Ok(v) => out.extend(v),
+                Err(e) => log::error!("produce hop failed: {e}"),
+            }
+        }
+        out
+    }
+
+    async fn produce_local(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+        acks: i16,
+    ) -> ProduceResult {
+        let p = self
+            .partition(topic, partition)
+            .ok_or_else(|| KafkaError::unknown_partition(topic, partition))?;
+        let max = self
+            .catalog()
+            .topic(topic)
+            .map(|t| t.config.max_message_bytes)
+            .unwrap_or(i32::MAX);
+        p.produce(records, acks, max, &self.cache).await
+    }
+
+    // ---- fetch ---------------------------------------------------------
+
+    /// A fetch across shards: each owner reads (and waits, if nothing is
+    /// there) for its partitions; the first owner to answer with data
+    /// releases the others early, as Kafka completes a delayed fetch.
+    pub async fn fetch(
+        self: &Rc<Self>,
+        parts: Vec<FetchPartition>,
+        min_bytes: i32,
+        max_bytes: i32,
+        max_wait: Duration,
+    ) -> Vec<Result<PartitionRead, KafkaError>> {
+        let catalog = self.catalog();
+        let deadline = Instant::now() + max_wait;
+        let mut results: Vec<Option<Result<PartitionRead, KafkaError>>> = vec![None; parts.len()];
+        let mut groups: BTreeMap<usize, Vec<(usize, FetchPartition)>> = BTreeMap::new();
+        for (i, p) in parts.into_iter().enumerate() {
+            match catalog.shard_for(&p.topic, p.partition) {
+                Some(shard) => groups.entry(shard).or_default().push((i, p)),
+                None => {
+                    results[i] = Some(Err(KafkaError::unknown_partition(&p.topic, p.partition)))
+                }
+            }
+        }
+        let mut cancels = Vec::new();
+        let mut pending: Vec<Pin<Box<dyn Future<Output = _>>>> = Vec::new();
+        for (shard, group) in groups {
+            let (tx, rx) = oneshot::channel::<()>();
+            cancels.push(tx);
+            pending.push(Box::pin(self.invoke_on(shard, move |s| async move {
+                s.fetch_local(group, min_bytes, max_bytes, deadline, rx)
+                    .await
+            })));
+        }
+        let mut answers = Vec::new();
+        if !pending.is_empty() {
+            let (first, _, rest) = select_all(pending).await;
+            // Whatever the first owner found, the fetch can complete now.
+            cancels.clear();
+            answers.push(first);
+            answers.extend(join_all(rest).await);
+        }
+        for a in answers {
+            match a {
+                Ok(v) => {
+                    for (i, r) in v {
+                        results[i] = Some(r);
+                    }
+                }
+                Err(e) => log::error!("fetch hop failed: {e}"),
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(KafkaError::new(ErrorCode::UnknownServerError, "fetch lost"))
+                })
+            })
+            .collect()
+    }
+
+    /// Reads this shard's part of a fetch; with less than `min_bytes`
+    /// waits until an append wakes it, the deadline passes or `cancel`.
+    async fn fetch_local(
+        self: &Rc<Self>,
+        parts: Vec<(usize, FetchPartition)>,
+        min_bytes: i32,
+        max_bytes: i32,
+        deadline: Instant,
+        cancel: oneshot::Receiver<()>,
+    ) -> Vec<(usize, Result<PartitionRead, KafkaError>)> {
+        let mut cancel = cancel;
+        let mut cancelled = false;
+        loop {
+            // Watch before reading, so an append during the read still wakes us.
+            let mut watches = Vec::with_capacity(parts.len());
+            let mut out = Vec::with_capacity(parts.len());
+            let mut total = 0usize;
+            let mut budget = max_bytes.max(0) as usize;
+            let mut errors = false;
+            for (i, fp) in &parts {
+                let r = match self.partition(&fp.topic, fp.partition) {
+                    Some(p) => {
+                        watches.push(p.watch());
+                        let limit = (fp.max_bytes.max(0) as usize).min(budget.max(1));
+                        p.read(fp.offset, limit).await
+                    }
+                    None => Err(KafkaError::unknown_partition(&fp.topic, fp.partition)),
+                };
+                match &r {
+                    Ok(read) => {
+                        total += read.records.len();
+                        budget = budget.saturating_sub(read.records.len());
+                    }
+                    Err(_) => errors = true,
+                }
+                out.push((*i, r));
+            }
+            let now = Instant::now();
+            if total >= min_bytes.max(1) as usize
+                || errors
+                || watches.is_empty()
+                || now >= deadline
+                || cancelled
+                || self.is_stopping()
+            {
+                return out;
+            }
+            let timer = Box::pin(glommio::timer::sleep(deadline - now));
+            // An append wakes us, or the deadline passes (the check above
+            // then ends the loop), or another shard answered first: in each
+            // case read once more.
+            if let Either::Right(_) = select(select(select_all(watches), timer), &mut cancel).await
+            {
+                cancelled = true;
+            }
+        }
+    }
+
+    // ---- list offsets --------------------------------------------------
+
+    /// Answers ListOffsets for partitions wherever they live: (offset,
+    /// timestamp) for a timestamp or the specials -1 (latest), -2
+    /// (earliest), -3 (max timestamp).
+    pub async fn list_offsets(
+        self: &Rc<Self>,
+        items: Vec<(usize, String, i32, i64)>,
+    ) -> Vec<(usize, Result<(i64, i64), KafkaError>)> {
+        let catalog = self.catalog();
+        let mut out = Vec::new();
+        let mut routed = Vec::new();
+        for (i, topic, partition, ts) in items {
+            match catalog.shard_for(&topic, partition) {
+                Some(shard) => routed.push((shard, (i, topic, partition, ts))),
+                None => out.push((i, Err(KafkaError::unknown_partition(&topic, partition)))),
+            }
+        }
+        for a in self
+            .scatter(routed, |s, group| async move {
+                let mut v = Vec::new();
+                for (i, topic, partition, ts) in group {
+                    v.push((i, s.list_offset_local(&topic, partition, ts).await));
+                }
+                v
+            })
+            .await
+        {
+            match a {
+                Ok(v) => out.extend(v),
+                Err(e) => log::error!("list offsets hop failed: {e}"),
+            }
+        }
+        out
+    }
+
+    async fn list_offset_local(
+        &self,
+        topic: &str,
+        partition: i32,
+        ts: i64,
+    ) -> Result<(i64, i64), KafkaError> {
+        let p = self
+            .partition(topic, partition)
+            .ok_or_else(|| KafkaError::unknown_partition(topic, partition))?;
+        match ts {
+            -1 => Ok((p.log.high_watermark(), -1)),
+            -2 => Ok((p.log.log_start(), -1)),
+            -3 => Ok(p.log.max_timestamp().unwrap_or((-1, -1))),
+            t if t >= 0 => Ok(p.log.offset_for_time(t).await?.unwrap_or((-1, -1))),
+            t => Err(KafkaError::new(
+                ErrorCode::InvalidRequest,
+                format!("timestamp {t} is not a valid ListOffsets query"),
+            )),
+        }
+    }
+
+    // ---- catalog -------------------------------------------------------
+
+    /// Creates topics (through the catalog shard). `validate_only` checks
+    /// without creating.
+    pub async fn create_topics(
+        self: &Rc<Self>,
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+    ) -> Vec<Result<TopicMeta, KafkaError>> {
+        let n = topics.len();
+        self.invoke_on(CATALOG_SHARD, move |s| async move {
+            let _lock = s.catalog_lock.acquire_permit(1).await.expect("open");
+            let mut cat = (*s.catalog()).clone();
+            let mut results = Vec::new();
+            for t in topics {
+                results.push(s.plan_topic(&cat, t).inspect(|meta| {
+                    if !validate_only {
+                        cat.topics.insert(meta.name.clone(), meta.clone());
+                    }
+                }));
+            }
+            if !validate_only && results.iter().any(|r| r.is_ok()) {
+                if let Err(e) = s.commit_catalog(cat).await {
+                    return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
+                }
+            }
+            results
+        })
+        .await
+        .unwrap_or_else(|e| vec![Err(e); n])
+    }
+
+    fn plan_topic(&self, cat: &Catalog, t: NewTopic) -> Result<TopicMeta, KafkaError> {
+        validate_topic_name(&t.name)?;
+        if cat.topics.contains_key(&t.name) {
+            return Err(KafkaError::new(
+                ErrorCode::TopicAlreadyExists,
+                format!("topic {:?} already exists", t.name),
+            ));
+        }
+        let partitions = if t.partitions == -1 {
+            self.config.default_partitions
+        } else {
+            t.partitions
+        };
+        if partitions <= 0 || partitions > MAX_PARTITIONS {
+            return Err(KafkaError::new(
+                ErrorCode::InvalidPartitions,
+                format!("{partitions} partitions: a topic has 1 to {MAX_PARTITIONS}"),
+            ));
+        }
+        if t.replication_factor != -1 && t.replication_factor != 1 {
+            return Err(KafkaError::new(
+                ErrorCode::InvalidReplicationFactor,
+                format!(
+                    "replication factor {} is larger than the 1 node available",
+                    t.replication_factor
+                ),
+            ));
+        }
+        let mut config = TopicConfig::default();
+        for (name, value) in &t.configs {
+            if let Some(v) = value {
+                config.set(name, v)?;
+            }
+        }
+        Ok(TopicMeta {
+            shards: (0..partitions)
+                .map(|p| placement(&t.name, p, self.nr_shards))
+                .collect(),
+            name: t.name,
+            id: new_topic_id(),
+            config,
+        })
+    }
+
+    /// Deletes topics by name. Returns each topic's id, or why not.
+    pub async fn delete_topics(
+        self: &Rc<Self>,
+        names: Vec<String>,
+    ) -> Vec<Result<[u8; 16], KafkaError>> {
+        let n = names.len();
+        self.invoke_on(CATALOG_SHARD, move |s| async move {
+            let _lock = s.catalog_lock.acquire_permit(1).await.expect("open");
+            let mut cat = (*s.catalog()).clone();
+            let mut removed = Vec::new();
+            let results: Vec<_> = names
+                .iter()
+                .map(|name| match cat.topics.remove(name) {
+                    Some(t) => {
+                        let id = t.id;
+                        removed.push(t);
+                        Ok(id)
+                    }
+                    None => Err(KafkaError::new(
+                        ErrorCode::UnknownTopicOrPartition,
+                        format!("topic {name:?} does not exist"),
+                    )),
+                })
+                .collect();
+            if !removed.is_empty() {
+                if let Err(e) = s.commit_catalog(cat).await {
+                    return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
+                }
+                for t in removed {
+                    let _ = std::fs::remove_dir_all(t.topic_dir(&s.config.data_dir));
+                }
+            }
+            results
+        })
+        .await
+        .unwrap_or_else(|e| vec![Err(e); n])
+    }
+
+    /// Grows topics to `count` partitions.
+    pub async fn create_partitions(
+        self: &Rc<Self>,
+        items: Vec<(String, i32)>,
+        validate_only: bool,
+    ) -> Vec<Result<(), KafkaError>> {
+        let n = items.len();
+        self.invoke_on(CATALOG_SHARD, move |s| async move {
+            let _lock = s.catalog_lock.acquire_permit(1).await.expect("open");
+            let mut cat = (*s.catalog()).clone();
+            let results: Vec<_> = items
+                .into_iter()
+                .map(|(name, count)| {
+                    let t = cat.topics.get_mut(&name).ok_or_else(|| {
+                        KafkaError::new(ErrorCode::UnknownTopicOrPartition, format!("topic {name:?} does not exist"))
+                    })?;
+                    let have = t.partitions();
+                    if count <= have || count > MAX_PARTITIONS {
+                        return Err(KafkaError::new(
+                            ErrorCode::InvalidPartitions,
+                            format!("topic {name:?} has {have} partitions; the new count must be larger and at most {MAX_PARTITIONS}, not {count}"),
+                        ));
+                    }
+                    if !validate_only {
+                        for p in have..count {
+                            t.shards.push(placement(&name, p, s.nr_shards));
+                        }
+                    }
+                    Ok(())
+                })
+                .collect();
+            if !validate_only && results.iter().any(|r| r.is_ok()) {
+                if let Err(e) = s.commit_catalog(cat).await {
+                    return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
+                }
+            }
+            results
+        })
+        .await
+        .unwrap_or_else(|e| vec![Err(e); n])
+    }
+
+    /// Saves a new catalog and installs it on every shard (which opens or
+    /// drops its partitions) before returning. Catalog shard only.
+    async fn commit_catalog(self: &Rc<Self>, mut cat: Catalog) -> Result<(), KafkaError> {
+        assert_eq!(self.id, CATALOG_SHARD);
+        cat.version += 1;
+        cat.save(&self.config.data_dir)
+            .map_err(|e| KafkaError::new(ErrorCode::KafkaStorageError, e))?;
+        let cat = Arc::new(cat);
+        let installs = (0..self.nr_shards).map(|i| {
+            let cat = cat.clone();
+            self.invoke_on(i, move |s| async move { s.install_catalog(cat).await })
+        });
+        for r in join_all(installs).await {
+            r??;
+        }
+        Ok(())
+    }
+
+    /// Takes a new catalog snapshot: opens partitions this shard now owns,
+    /// applies changed configs, and deletes partitions that are gone.
+    async fn install_catalog(self: &Rc<Self>, cat: Arc<Catalog>) -> Result<(), KafkaError> {
+        let gone: Vec<(String, i32)> = self
+            .partitions
+            .borrow()
+            .keys()
+            .filter(|(t, p)| {
+                cat.shard_for(t, *p) != Some(self.id) || {
+                    let old = self.catalog.borrow();
+                    old.topic(t).map(|m| m.id) != cat.topic(t).map(|m| m.id)
+                }
+            })
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some(p) = self.partitions.borrow_mut().remove(&key) {
+                p.cache.clear();
+                p.log.destroy();
+            }
+        }
+        *self.catalog.borrow_mut() = cat.clone();
+        self.open_owned_partitions(&cat).await
+    }
+
+    async fn open_owned_partitions(self: &Rc<Self>, cat: &Catalog) -> Result<(), KafkaError> {
+        for t in cat.topics.values() {
+            for (p, &shard) in t.shards.iter().enumerate() {
+                if shard != self.id {
+                    continue;
+                }
+                let key = (t.name.clone(), p as i32);
+                if let Some(existing) = self.partitions.borrow().get(&key) {
+                    existing.log.set_config(t.config.log_config());
+                    continue;
+                }
+                let dir = t.partition_dir(&self.config.data_dir, p as i32);
+                let log = PartitionLog::open(&dir, t.config.log_config(), now_ms()).await?;
+                let part = Rc::new(Partition::new(t.name.clone(), p as i32, log));
+                self.partitions.borrow_mut().insert(key, part);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies retention to every partition this shard owns.
+    pub fn enforce_retention(&self) {
+        let now = now_ms();
+        let parts: Vec<_> = self.partitions.borrow().values().cloned().collect();
+        for p in parts {
+            let n = p.log.enforce_retention(now);
+            if n > 0 {
+                log::info!(
+                    "{}-{}: retention removed {n} segment(s); log now starts at {}",
+                    p.topic,
+                    p.index,
+                    p.log.log_start()
+                );
+            }
+        }
+    }
+
+    /// Flushes every partition (clean stop).
+    pub async fn close_all(&self) {
+        let parts: Vec<_> = self.partitions.borrow().values().cloned().collect();
+        join_all(parts.iter().map(|p| p.close())).await;
+    }
+}
+
+/// What the network layer starts on each shard once its partitions are
+/// open: it binds at once (an error there fails start-up) and returns the
+/// future that serves until the shard stops.
+pub type ServeFn = Arc<
+    dyn Fn(Rc<Shard>) -> Result<Pin<Box<dyn Future<Output = Result<(), String>>>>, String>
+        + Send
+        + Sync,
+>;
+
+/// Starts `config.shards` executors, pinned one per core, each opening the
+/// partitions it owns and then running `serve`. Returns once all are ready,
+/// or the first start-up error.
+pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+        format!(
+            "cannot create data directory {}: {e}",
+            config.data_dir.display()
+        )
+    })?;
+    let catalog = Arc::new(Catalog::load_or_create(&config.data_dir, config.shards)?);
+    let config = Arc::new(config);
+    let stopping = Arc::new(AtomicBool::new(false));
+    let mesh = MeshBuilder::<ShardJob, _>::full(config.shards, config.mesh_capacity);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
+    let mut handles = Vec::new();
+    for id in 0..config.shards {
+        let (config, catalog, stopping, mesh, serve, ready) = (
+            config.clone(),
+            catalog.clone(),
+            stopping.clone(),
+            mesh.clone(),
+            serve.clone(),
+            ready_tx.clone(),
+        );
+        let builder = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(id % cpus))
+            .name(&format!("weir-shard-{id}"));
+        let handle = builder
+            .spawn(move || async move {
+                let fail = |e: String| {
+                    let _ = ready.send(Err(e));
+                };
+                let (senders, mut receivers) = match mesh.join().await {
+                    Ok(x) => x,
+                    Err(_) => return fail(format!("shard {id}: joining the channel mesh failed")),
+                };
+                if let Err(e) = weir_storage::segment::prepare_direct_io(&config.data_dir).await {
+                    return fail(e.to_string());
+                }
+                let shard = Rc::new(Shard {
+                    id,
+                    nr_shards: config.shards,
+                    config: config.clone(),
+                    catalog: RefCell::new(catalog.clone()),
+                    partitions: RefCell::new(HashMap::new()),
+                    cache: RefCell::new(TailCache::new(config.cache_bytes_per_shard)),
+                    mesh: senders,
+                    catalog_lock: Semaphore::new(1),
+                    stopping: stopping.clone(),
+                });
+                let mut tasks = Vec::new();
+                for (_, rx) in receivers.streams() {
+                    let s = shard.clone();
+                    tasks.push(glommio::spawn_local(async move {
+                        while let Some(job) = rx.recv().await {
+                            glommio::spawn_local(job(s.clone())).detach();
+                        }
+                    }));
+                }
+                if let Err(e) = shard.open_owned_partitions(&catalog).await {
+                    return fail(format!("shard {id}: opening partitions: {e}"));
+                }
+                let server = match serve(shard.clone()) {
+                    Ok(fut) => {
+                        let stopping = stopping.clone();
+                        glommio::spawn_local(async move {
+                            if let Err(e) = fut.await {
+                                log::error!("shard {id} stopped serving: {e}");
+                                stopping.store(true, Ordering::Relaxed);
+                            }
+                        })
+                    }
+                    Err(e) => return fail(e),
+                };
+                let _ = ready.send(Ok(id));
+                let mut ticks = 0u64;
+                let tick = Duration::from_millis(100);
+                let retention_every =
+                    (config.retention_check_interval.as_millis() / tick.as_millis()).max(1) as u64;
+                while !stopping.load(Ordering::Relaxed) {
+                    glommio::timer::sleep(tick).await;
+                    ticks += 1;
+                    if ticks % retention_every == 0 {
+                        shard.enforce_retention();
+                    }
+                }
+                shard.close_all().await;
+                for t in tasks {
+                    t.cancel().await;
+                }
+                server.cancel().await;
+                log::info!("shard {id} stopped");
+            })
+            .map_err(|e| {
+                format!("cannot start shard {id} (is `ulimit -l` at least 512 KiB?): {e}")
+            })?;
+        handles.push(handle);
+    }
+    drop(ready_tx);
+    for _ in 0..config.shards {
+        match ready_rx.recv() {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                stopping.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+            Err(_) => return Err("a shard exited during start-up".into()),
+        }
+    }
+    Ok(Node { handles, stopping })
+}
+
+/// A running node: its executor threads and the stop flag they watch.
+pub struct Node {
+    handles: Vec<glommio::ExecutorJoinHandle<()>>,
+    stopping: Arc<AtomicBool>,
+}
+
+impl Node {
+    /// The flag that stops every shard when set.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stopping.clone()
+    }
+
+    /// Waits for every shard to stop.
+    pub fn join(self) {
+        for h in self.handles {
+            let _ = h.join();
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Kafka framing and message codec. Pure functions on bytes: no I/O.
+//!
+//! Message bodies are the `kafka-protocol` crate's definitions (Kafka 4.1).
+//! Decoding from `Bytes` keeps produce records as zero-copy slices.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::handlers::supported_versions;
+
+/// A decoded request.
+#[derive(Debug)]
+pub struct Request {
+    pub api_key: ApiKey,
+    pub version: i16,
+    pub header: RequestHeader,
+    pub body: RequestKind,
+}
+
+/// What a frame turned out to be.
+#[derive(Debug)]
+pub enum Decoded {
+    Request(Box<Request>),
+    /// ApiVersions at a version we do not serve: answered with the v0 body
+    /// and UNSUPPORTED_VERSION, as Kafka does, so the client can retry lower.
+    UnsupportedApiVersions {
+        correlation_id: i32,
+    },
+}
+
+/// Decodes one frame (without its 4-byte length). An error means the frame
+/// is malformed or asks for something not served; the connection closes.
+pub fn decode_request(mut frame: Bytes) -> Result<Decoded, String> {
+    if frame.len() < 8 {
+        return Err(format!(
+            "a {}-byte frame is too short for a request header",
+            frame.len()
+        ));
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let api_key = ApiKey::try_from(key).map_err(|_| format!("unknown API key {key}"))?;
+    let Some((min, max)) = supported_versions(api_key) else {
+        return Err(format!("API {api_key:?} is not served"));
+    };
+    if version < min || version > max {
+        if api_key == ApiKey::ApiVersions {
+            return Ok(Decoded::UnsupportedApiVersions { correlation_id });
+        }
+        return Err(format!(
+            "{api_key:?} v{version} is not served (v{min}–v{max})"
+        ));
+    }
+    let header_version = api_key.request_header_version(version);
+    let header = RequestHeader::decode(&mut frame, header_version)
+        .map_err(|e| format!("bad {api_key:?} v{version} request header: {e}"))?;
+    let body = RequestKind::decode(api_key, &mut frame, version)
+        .map_err(|e| format!("bad {api_key:?} v{version} request body: {e}"))?;
+    Ok(Decoded::Request(Box::new(Request {
+        api_key,
+        version,
+        header,
+        body,
+    })))
+}
+
+/// Encodes a response frame: length, header, body.
+pub fn encode_response(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<Bytes, String> {
+    // ApiVersions responses always use header v0 (clients parse it before
+    // they know whether the broker speaks flexible versions).
+    let header_version = if api_key == ApiKey::ApiVersions {
+        0
+    } else {
+        api_key.response_header_version(version)
+    };
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_i32(0);
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut buf, header_version)
+        .map_err(|e| format!("encoding {api_key:?} response header: {e}"))?;
+    body.encode(&mut buf, version)
+        .map_err(|e| format!("encoding {api_key:?} v{version} response: {e}"))?;
+    let len = (buf.len() - 4) as i32;
+    buf[0..4].copy_from_slice(&len.to_be_bytes());
+    Ok(buf.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::{ApiVersionsRequest, MetadataRequest, RequestHeader};
+    use kafka_protocol::protocol::StrBytes;
+
+    fn frame<T: Encodable>(key: ApiKey, version: i16, body: &T) -> Bytes {
+        let mut buf = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(7)
+            .with_client_id(Some(StrBytes::from_static_str("t")))
+            .encode(&mut buf, key.request_header_version(version))
+            .unwrap();
+        body.encode(&mut buf, version).unwrap();
+        buf.freeze()
+    }
+
+    #[test]
+    fn decodes_every_served_metadata_version() {
+        for v in 0..=13 {
+            let f = frame(ApiKey::Metadata, v, &MetadataRequest::default());
+            match decode_request(f).unwrap() {
+                Decoded::Request(r) => {
+                    assert_eq!(r.version, v);
+                    assert_eq!(r.header.correlation_id, 7);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_api_versions_version_is_answered() {
+        let f = frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+        let mut raw = f.to_vec();
+        raw[2..4].copy_from_slice(&99i16.to_be_bytes());
+        assert!(matches!(
+            decode_request(Bytes::from(raw)).unwrap(),
+            Decoded::UnsupportedApiVersions { correlation_id: 7 }
+        ));
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(decode_request(Bytes::from_static(&[0, 3])).is_err());
+        assert!(decode_request(Bytes::from_static(&[
+            0, 3, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 0xff
+        ]))
+        .is_err());
+        assert!(decode_request(Bytes::from_static(&[0x7f, 0x7f, 0, 0, 0, 0, 0, 1])).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_frames_never_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let _ = decode_request(Bytes::from(data));
+        }
+
+        #[test]
+        fn random_bodies_after_valid_headers_never_panic(key in proptest::sample::select(vec![0i16, 1, 2, 3, 18, 19, 20, 32, 37, 60]), version in 0i16..14, body in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let mut raw = Vec::new();
+            raw.extend_from_slice(&key.to_be_bytes());
+            raw.extend_from_slice(&version.to_be_bytes());
+            raw.extend_from_slice(&1i32.to_be_bytes());
+            raw.extend_from_slice(&body);
+            let _ = decode_request(Bytes::from(raw));
+        }
+    }
+}

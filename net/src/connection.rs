@@ -1,0 +1,104 @@
+//! One Kafka connection, on the shard that accepted it.
+//!
+//! The reader decodes frames and starts a task per request at once, so a
+//! client may pipeline (librdkafka keeps five produce requests in flight);
+//! the writer awaits those tasks in arrival order, so answers go out in
+//! order. Reader and writer use two descriptors of the same socket.
+
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use glommio::channels::local_channel;
+use glommio::net::TcpStream;
+use kafka_protocol::messages::{ApiKey, ResponseKind};
+use weir_core::Shard;
+
+use crate::codec::{decode_request, encode_response, Decoded};
+use crate::handlers::{self, api_versions};
+
+/// Read buffer per connection.
+const READ_BUFFER_BYTES: usize = 64 << 10;
+
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let _ = stream.set_nodelay(true);
+    // SAFETY: dup returns a new descriptor we own; TcpStream closes it.
+    let fd = unsafe { libc::dup(stream.as_raw_fd()) };
+    if fd < 0 {
+        log::error!("{peer}: dup failed: {}", std::io::Error::last_os_error());
+        return;
+    }
+    let mut writer = unsafe { TcpStream::from_raw_fd(fd) };
+    let (tx, rx) = local_channel::new_bounded::<glommio::task::JoinHandle<Option<Bytes>>>(
+        shard.config.max_in_flight_per_connection,
+    );
+    let write_task = glommio::spawn_local(async move {
+        while let Some(pending) = rx.recv().await {
+            let Some(Some(frame)) = pending.await else {
+                continue;
+            };
+            if let Err(e) = writer.write_all(&frame).await {
+                log::debug!("write failed: {e}");
+                break;
+            }
+        }
+        let _ = writer.close().await;
+    });
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
+    let max = shard.config.max_request_bytes;
+    loop {
+        let mut len = [0u8; 4];
+        if reader.read_exact(&mut len).await.is_err() {
+            break; // closed
+        }
+        let len = i32::from_be_bytes(len);
+        if len < 0 || len as usize > max {
+            log::warn!("{peer}: closing: a frame of {len} bytes (the limit is {max})");
+            break;
+        }
+        let mut frame = BytesMut::zeroed(len as usize);
+        if reader.read_exact(&mut frame).await.is_err() {
+            break;
+        }
+        let decoded = match decode_request(frame.freeze()) {
+            Ok(d) => d,
+            Err(e) => {
+                log::warn!("{peer}: closing: {e}");
+                break;
+            }
+        };
+        let s = shard.clone();
+        let task = glommio::spawn_local(async move {
+            match decoded {
+                Decoded::UnsupportedApiVersions { correlation_id } => {
+                    let body = ResponseKind::ApiVersions(api_versions::response(
+                        weir_core::ErrorCode::UnsupportedVersion.code(),
+                    ));
+                    encode_response(ApiKey::ApiVersions, 0, correlation_id, &body).ok()
+                }
+                Decoded::Request(req) => {
+                    let (key, version, cid) = (req.api_key, req.version, req.header.correlation_id);
+                    let body = handlers::handle(&s, *req).await?;
+                    match encode_response(key, version, cid, &body) {
+                        Ok(b) => Some(b),
+                        Err(e) => {
+                            log::error!("{e}");
+                            None
+                        }
+                    }
+                }
+            }
+        })
+        .detach();
+        if tx.send(task).await.is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    write_task.await;
+}

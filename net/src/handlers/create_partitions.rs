@@ -1,0 +1,42 @@
+//! CreatePartitions (key 37): grow a topic's partition count.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use weir_core::Shard;
+
+use super::error_parts;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 3;
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: CreatePartitionsRequest,
+    _version: i16,
+) -> CreatePartitionsResponse {
+    let names: Vec<_> = req.topics.iter().map(|t| t.name.clone()).collect();
+    let items = req
+        .topics
+        .into_iter()
+        .map(|t| (t.name.0.to_string(), t.count))
+        .collect();
+    let results = shard.create_partitions(items, req.validate_only).await;
+    CreatePartitionsResponse::default().with_results(
+        names
+            .into_iter()
+            .zip(results)
+            .map(|(name, r)| {
+                let t = CreatePartitionsTopicResult::default().with_name(name);
+                match r {
+                    Ok(()) => t,
+                    Err(e) => {
+                        let (code, message) = error_parts(&e);
+                        t.with_error_code(code).with_error_message(message)
+                    }
+                }
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,85 @@
+//! CreateTopics (key 19): partitions, configs, validate-only.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use weir_core::catalog::CONFIG_NAMES;
+use weir_core::shard::NewTopic;
+use weir_core::Shard;
+
+use super::{error_parts, str};
+
+pub const MIN: i16 = 2;
+pub const MAX: i16 = 7;
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let names: Vec<_> = req.topics.iter().map(|t| t.name.clone()).collect();
+    let new = req
+        .topics
+        .into_iter()
+        .map(|t| NewTopic {
+            name: t.name.0.to_string(),
+            partitions: if t.assignments.is_empty() {
+                t.num_partitions
+            } else {
+                t.assignments.len() as i32
+            },
+            replication_factor: if t.assignments.is_empty() {
+                t.replication_factor
+            } else {
+                1
+            },
+            configs: t
+                .configs
+                .into_iter()
+                .map(|c| (c.name.to_string(), c.value.map(|v| v.to_string())))
+                .collect(),
+        })
+        .collect();
+    let results = shard.create_topics(new, req.validate_only).await;
+    let topics = names
+        .into_iter()
+        .zip(results)
+        .map(|(name, r)| {
+            let t = CreatableTopicResult::default().with_name(name);
+            match r {
+                Ok(meta) => {
+                    let t = t
+                        .with_num_partitions(meta.partitions())
+                        .with_replication_factor(1)
+                        .with_topic_id(uuid::Uuid::from_bytes(meta.id));
+                    if version >= 5 {
+                        t.with_configs(Some(
+                            CONFIG_NAMES
+                                .iter()
+                                .map(|n| {
+                                    CreatableTopicConfigs::default()
+                                        .with_name(str(n))
+                                        .with_value(meta.config.get(n).map(|v| str(&v)))
+                                        .with_config_source(5)
+                                })
+                                .collect(),
+                        ))
+                    } else {
+                        t
+                    }
+                }
+                Err(e) => {
+                    let (code, message) = error_parts(&e);
+                    t.with_error_code(code)
+                        .with_error_message(message)
+                        .with_num_partitions(-1)
+                        .with_replication_factor(-1)
+                }
+            }
+        })
+        .collect();
+    CreateTopicsResponse::default().with_topics(topics)
+}

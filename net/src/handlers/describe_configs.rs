@@ -1,0 +1,86 @@
+//! DescribeConfigs (key 32): a topic's real config values; a broker's
+//! (none settable yet) as an empty list.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use weir_core::catalog::{TopicConfig, CONFIG_NAMES};
+use weir_core::{ErrorCode, Shard};
+
+use super::str;
+
+pub const MIN: i16 = 1;
+pub const MAX: i16 = 4;
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+/// Kafka's ConfigSource: set on the topic, or the default.
+const SOURCE_TOPIC: i8 = 1;
+const SOURCE_DEFAULT: i8 = 5;
+/// Kafka's ConfigType.
+const TYPE_INT: i8 = 3;
+const TYPE_LONG: i8 = 5;
+
+pub fn handle(
+    shard: &Rc<Shard>,
+    req: DescribeConfigsRequest,
+    _version: i16,
+) -> DescribeConfigsResponse {
+    let catalog = shard.catalog();
+    let defaults = TopicConfig::default();
+    let results = req
+        .resources
+        .into_iter()
+        .map(|r| {
+            let out = DescribeConfigsResult::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            match r.resource_type {
+                RESOURCE_TOPIC => match catalog.topic(&r.resource_name) {
+                    Some(t) => out.with_configs(
+                        CONFIG_NAMES
+                            .iter()
+                            .filter(|n| {
+                                r.configuration_keys
+                                    .as_ref()
+                                    .is_none_or(|keys| keys.iter().any(|k| &**k == **n))
+                            })
+                            .map(|n| {
+                                let value = t.config.get(n);
+                                DescribeConfigsResourceResult::default()
+                                    .with_name(str(n))
+                                    .with_config_source(if value == defaults.get(n) {
+                                        SOURCE_DEFAULT
+                                    } else {
+                                        SOURCE_TOPIC
+                                    })
+                                    .with_config_type(if *n == "max.message.bytes" {
+                                        TYPE_INT
+                                    } else {
+                                        TYPE_LONG
+                                    })
+                                    .with_value(value.map(|v| str(&v)))
+                            })
+                            .collect(),
+                    ),
+                    None => out
+                        .with_error_code(ErrorCode::UnknownTopicOrPartition.code())
+                        .with_error_message(Some(str(&format!(
+                            "topic {:?} does not exist",
+                            &*r.resource_name
+                        )))),
+                },
+                RESOURCE_BROKER => out,
+                other => out
+                    .with_error_code(ErrorCode::InvalidRequest.code())
+                    .with_error_message(Some(str(&format!(
+                        "resource type {other} is not described by this node"
+                    )))),
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}

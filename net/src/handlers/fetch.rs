@@ -1,0 +1,111 @@
+//! Fetch (key 1): read from each partition's owner, waiting (long poll)
+//! until data arrives or `max_wait_ms` passes. Topic ids from v13.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use weir_core::shard::FetchPartition;
+use weir_core::{ErrorCode, Shard};
+
+use super::str;
+
+pub const MIN: i16 = 4;
+pub const MAX: i16 = 16;
+
+/// The longest a fetch may wait, whatever the client asks.
+const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
+
+pub async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -> FetchResponse {
+    let catalog = shard.catalog();
+    // (name as the response carries it, topic id, partitions; None = unknown id)
+    let mut shape = Vec::new();
+    let mut parts = Vec::new();
+    for t in req.topics {
+        let name = if version >= 13 {
+            catalog
+                .topic_by_id(t.topic_id.as_bytes())
+                .map(|m| m.name.clone())
+        } else {
+            Some(t.topic.0.to_string())
+        };
+        let mut idx = Vec::new();
+        for p in &t.partitions {
+            match &name {
+                Some(n) => {
+                    idx.push((p.partition, Some(parts.len())));
+                    parts.push(FetchPartition {
+                        topic: n.clone(),
+                        partition: p.partition,
+                        offset: p.fetch_offset,
+                        max_bytes: p.partition_max_bytes,
+                    });
+                }
+                None => idx.push((p.partition, None)),
+            }
+        }
+        shape.push((t.topic, t.topic_id, idx));
+    }
+    let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
+    let max_bytes = if req.max_bytes > 0 {
+        req.max_bytes
+    } else {
+        i32::MAX
+    };
+    let mut results: Vec<_> = shard
+        .fetch(parts, req.min_bytes, max_bytes, max_wait)
+        .await
+        .into_iter()
+        .map(Some)
+        .collect();
+    let responses = shape
+        .into_iter()
+        .map(|(topic, topic_id, idx)| {
+            FetchableTopicResponse::default()
+                .with_topic(if version >= 13 {
+                    TopicName::default()
+                } else {
+                    topic
+                })
+                .with_topic_id(topic_id)
+                .with_partitions(
+                    idx.into_iter()
+                        .map(|(partition, i)| {
+                            let base = PartitionData::default()
+                                .with_partition_index(partition)
+                                .with_preferred_read_replica(BrokerId(-1))
+                                .with_records(Some(Default::default()));
+                            let Some(i) = i else {
+                                return base
+                                    .with_error_code(ErrorCode::UnknownTopicId.code())
+                                    .with_high_watermark(-1)
+                                    .with_last_stable_offset(-1)
+                                    .with_log_start_offset(-1);
+                            };
+                            match results[i].take().expect("one result per partition") {
+                                Ok(r) => base
+                                    .with_high_watermark(r.high_watermark)
+                                    .with_last_stable_offset(r.high_watermark)
+                                    .with_log_start_offset(r.log_start)
+                                    .with_records(Some(r.records)),
+                                Err(e) => {
+                                    if e.code != ErrorCode::OffsetOutOfRange {
+                                        log::debug!("fetch {partition}: {e}");
+                                    }
+                                    base.with_error_code(e.code.code())
+                                        .with_high_watermark(-1)
+                                        .with_last_stable_offset(-1)
+                                        .with_log_start_offset(-1)
+                                }
+                            }
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    let _ = str;
+    FetchResponse::default()
+        .with_session_id(0)
+        .with_responses(responses)
+}

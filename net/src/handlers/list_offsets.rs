@@ -1,0 +1,62 @@
+//! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or
+//! the first offset at or after a timestamp.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use weir_core::Shard;
+
+pub const MIN: i16 = 1;
+pub const MAX: i16 = 8;
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: ListOffsetsRequest,
+    _version: i16,
+) -> ListOffsetsResponse {
+    let mut items = Vec::new();
+    let mut shape = Vec::new();
+    for t in req.topics {
+        let name = t.name.0.to_string();
+        let mut idx = Vec::new();
+        for p in t.partitions {
+            idx.push((p.partition_index, items.len()));
+            items.push((items.len(), name.clone(), p.partition_index, p.timestamp));
+        }
+        shape.push((t.name, idx));
+    }
+    let mut results = vec![None; items.len()];
+    for (i, r) in shard.list_offsets(items).await {
+        results[i] = Some(r);
+    }
+    let topics = shape
+        .into_iter()
+        .map(|(name, idx)| {
+            ListOffsetsTopicResponse::default()
+                .with_name(name)
+                .with_partitions(
+                    idx.into_iter()
+                        .map(|(partition, i)| {
+                            let p = ListOffsetsPartitionResponse::default()
+                                .with_partition_index(partition);
+                            match results[i].take() {
+                                Some(Ok((offset, ts))) => p
+                                    .with_offset(offset)
+                                    .with_timestamp(ts)
+                                    .with_leader_epoch(0),
+                                Some(Err(e)) => p
+                                    .with_error_code(e.code.code())
+                                    .with_offset(-1)
+                                    .with_timestamp(-1),
+                                None => p.with_error_code(-1).with_offset(-1).with_timestamp(-1),
+                            }
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,109 @@
+//! Metadata (key 3): this node, and every topic asked for with its
+//! partitions and id. This node leads every partition.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use weir_core::catalog::TopicMeta;
+use weir_core::shard::NewTopic;
+use weir_core::{ErrorCode, Shard};
+
+use super::str;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 13;
+
+pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> MetadataResponse {
+    let cfg = &shard.config;
+    let node = BrokerId(cfg.node_id);
+    // v0: an empty list means every topic; v1+: null means every topic.
+    let wanted = match req.topics {
+        Some(t) if !(version == 0 && t.is_empty()) => Some(t),
+        _ => None,
+    };
+    let mut topics = Vec::new();
+    match wanted {
+        None => {
+            for t in shard.catalog().topics.values() {
+                topics.push(topic_entry(t, node));
+            }
+        }
+        Some(list) => {
+            let auto = cfg.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
+            let mut missing = Vec::new();
+            for t in &list {
+                let catalog = shard.catalog();
+                let found = match &t.name {
+                    Some(n) => catalog.topic(n),
+                    None => catalog.topic_by_id(t.topic_id.as_bytes()),
+                };
+                match (found, &t.name) {
+                    (Some(m), _) => topics.push(topic_entry(m, node)),
+                    (None, Some(n)) if auto => missing.push(n.0.to_string()),
+                    (None, name) => topics.push(
+                        MetadataResponseTopic::default()
+                            .with_error_code(ErrorCode::UnknownTopicOrPartition.code())
+                            .with_name(name.clone())
+                            .with_topic_id(t.topic_id),
+                    ),
+                }
+            }
+            if !missing.is_empty() {
+                let new = missing
+                    .iter()
+                    .map(|n| NewTopic {
+                        name: n.clone(),
+                        partitions: -1,
+                        replication_factor: -1,
+                        configs: vec![],
+                    })
+                    .collect();
+                let results = shard.create_topics(new, false).await;
+                for (name, r) in missing.into_iter().zip(results) {
+                    match r {
+                        Ok(m) => topics.push(topic_entry(&m, node)),
+                        Err(e) if e.code == ErrorCode::TopicAlreadyExists => {
+                            if let Some(m) = shard.catalog().topic(&name) {
+                                topics.push(topic_entry(m, node));
+                            }
+                        }
+                        Err(e) => topics.push(
+                            MetadataResponseTopic::default()
+                                .with_error_code(e.code.code())
+                                .with_name(Some(TopicName(str(&name)))),
+                        ),
+                    }
+                }
+            }
+        }
+    }
+    MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(node)
+            .with_host(str(&cfg.advertised_host))
+            .with_port(cfg.advertised_port as i32)])
+        .with_cluster_id(Some(str(&shard.catalog().cluster_id)))
+        .with_controller_id(node)
+        .with_topics(topics)
+}
+
+fn topic_entry(t: &TopicMeta, node: BrokerId) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(str(&t.name))))
+        .with_topic_id(uuid::Uuid::from_bytes(t.id))
+        .with_partitions(
+            (0..t.partitions())
+                .map(|p| {
+                    MetadataResponsePartition::default()
+                        .with_partition_index(p)
+                        .with_leader_id(node)
+                        .with_leader_epoch(0)
+                        .with_replica_nodes(vec![node])
+                        .with_isr_nodes(vec![node])
+                })
+                .collect(),
+        )
+}

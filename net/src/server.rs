@@ -1,0 +1,124 @@
+//! The listeners of one shard: Kafka on `--kafka` and HTTP on `--addr`,
+//! both bound with SO_REUSEPORT so every shard accepts its own share.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::{TcpListener, TcpStream};
+use weir_core::Shard;
+
+use crate::connection;
+
+/// Binds this shard's listeners and returns the future that serves them.
+pub fn bind(shard: Rc<Shard>) -> Result<Pin<Box<dyn Future<Output = Result<(), String>>>>, String> {
+    let kafka = TcpListener::bind(shard.config.kafka_addr).map_err(|e| {
+        format!(
+            "cannot listen for Kafka on {}: {e}",
+            shard.config.kafka_addr
+        )
+    })?;
+    let http = TcpListener::bind(shard.config.http_addr)
+        .map_err(|e| format!("cannot listen for HTTP on {}: {e}", shard.config.http_addr))?;
+    Ok(Box::pin(async move {
+        let http_task = glommio::spawn_local(serve_http(shard.clone(), http));
+        let result = accept_kafka(shard, kafka).await;
+        http_task.cancel().await;
+        result
+    }))
+}
+
+async fn accept_kafka(shard: Rc<Shard>, listener: TcpListener) -> Result<(), String> {
+    // Keep every connection's handle so shutdown can cancel them: a
+    // detached task would outlive its executor.
+    let live: Rc<RefCell<HashMap<u64, glommio::task::JoinHandle<()>>>> = Rc::default();
+    let mut next_id = 0u64;
+    let guard = CancelOnDrop(live.clone());
+    loop {
+        let stream = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("shard {}: accept failed: {e}", shard.id);
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let id = next_id;
+        next_id += 1;
+        let (s, l) = (shard.clone(), live.clone());
+        let handle = glommio::spawn_local(async move {
+            connection::serve(s, stream).await;
+            l.borrow_mut().remove(&id);
+        })
+        .detach();
+        live.borrow_mut().insert(id, handle);
+        let _ = &guard;
+    }
+}
+
+struct CancelOnDrop(Rc<RefCell<HashMap<u64, glommio::task::JoinHandle<()>>>>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        for (_, h) in self.0.borrow_mut().drain() {
+            h.cancel();
+        }
+    }
+}
+
+/// A small HTTP/1.1 endpoint: `GET /health`.
+async fn serve_http(shard: Rc<Shard>, listener: TcpListener) {
+    loop {
+        let Ok(stream) = listener.accept().await else {
+            continue;
+        };
+        let s = shard.clone();
+        glommio::spawn_local(async move {
+            let _ = http_exchange(s, stream).await;
+        })
+        .detach();
+    }
+}
+
+/// The largest HTTP request head read.
+const MAX_HTTP_HEAD: usize = 16 << 10;
+
+async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 || head.len() + n > MAX_HTTP_HEAD {
+            return Ok(());
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split(' ');
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (status, body) = match (method, path) {
+        ("GET", "/health") => (
+            "200 OK",
+            format!(
+                "{{\"status\":\"ok\",\"shard\":{},\"shards\":{},\"partitions_on_shard\":{}}}",
+                shard.id,
+                shard.nr_shards,
+                shard.partition_count()
+            ),
+        ),
+        _ => (
+            "404 Not Found",
+            format!("{{\"error\":\"no route for {method} {path}\"}}"),
+        ),
+    };
+    let resp = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(resp.as_bytes()).await?;
+    stream.close().await
+}
