@@ -164,3 +164,33 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod bounds {
+    use super::*;
+
+    /// A header, then a body claiming `count` elements with none following:
+    /// decoding must fail cleanly, not try to allocate for the claim.
+    fn huge_count_frame(key: i16, version: i16, count_bytes: &[u8]) -> Bytes {
+        let mut raw = Vec::new();
+        raw.extend_from_slice(&key.to_be_bytes());
+        raw.extend_from_slice(&version.to_be_bytes());
+        raw.extend_from_slice(&1i32.to_be_bytes());
+        raw.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
+        raw.extend_from_slice(count_bytes);
+        Bytes::from(raw)
+    }
+
+    #[test]
+    fn huge_array_counts_are_refused() {
+        // Metadata v1: topics array (i32 count).
+        assert!(decode_request(huge_count_frame(3, 1, &i32::MAX.to_be_bytes())).is_err());
+        // Produce v3: transactional id null, acks, timeout, then the topics count.
+        let mut body = Vec::new();
+        body.extend_from_slice(&(-1i16).to_be_bytes());
+        body.extend_from_slice(&1i16.to_be_bytes());
+        body.extend_from_slice(&1000i32.to_be_bytes());
+        body.extend_from_slice(&i32::MAX.to_be_bytes());
+        assert!(decode_request(huge_count_frame(0, 3, &body)).is_err());
+    }
+}
