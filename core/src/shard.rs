@@ -54,6 +54,27 @@ pub struct NewTopic {
     pub configs: Vec<(String, Option<String>)>,
 }
 
+/// Counters of one shard's work (for `GET /stats`).
+#[derive(Debug, Default)]
+pub struct ShardStats {
+    pub produce_requests: std::cell::Cell<u64>,
+    pub appended_bytes: std::cell::Cell<u64>,
+    pub fetch_requests: std::cell::Cell<u64>,
+    pub connections: std::cell::Cell<u64>,
+}
+
+/// A snapshot of one shard's counters.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ShardReport {
+    pub shard: usize,
+    pub partitions: usize,
+    pub produce_requests: u64,
+    pub appended_bytes: u64,
+    pub fetch_requests: u64,
+    pub connections: u64,
+    pub cache_bytes: usize,
+}
+
 /// Per-shard state. Lives on shard `id`, reached from elsewhere only
 /// through `invoke_on`.
 pub struct Shard {
@@ -67,6 +88,7 @@ pub struct Shard {
     /// Serialises catalog changes (used on the catalog shard only).
     catalog_lock: Semaphore,
     stopping: Arc<AtomicBool>,
+    pub stats: ShardStats,
 }
 
 impl Shard {
@@ -88,6 +110,25 @@ impl Shard {
     /// How many partitions this shard owns.
     pub fn partition_count(&self) -> usize {
         self.partitions.borrow().len()
+    }
+
+    /// This shard's counters.
+    pub fn report(&self) -> ShardReport {
+        ShardReport {
+            shard: self.id,
+            partitions: self.partition_count(),
+            produce_requests: self.stats.produce_requests.get(),
+            appended_bytes: self.stats.appended_bytes.get(),
+            fetch_requests: self.stats.fetch_requests.get(),
+            connections: self.stats.connections.get(),
+            cache_bytes: self.cache.borrow().bytes(),
+        }
+    }
+
+    /// Every shard's counters, gathered over the mesh.
+    pub async fn reports(self: &Rc<Self>) -> Vec<ShardReport> {
+        let all = (0..self.nr_shards).map(|i| self.invoke_on(i, |s| async move { s.report() }));
+        join_all(all).await.into_iter().flatten().collect()
     }
 
     /// Runs `f` on shard `target` with its state and returns the answer.
@@ -190,6 +231,11 @@ impl Shard {
         records: Bytes,
         acks: i16,
     ) -> ProduceResult {
+        let stats = &self.stats;
+        stats.produce_requests.set(stats.produce_requests.get() + 1);
+        stats
+            .appended_bytes
+            .set(stats.appended_bytes.get() + records.len() as u64);
         let p = self
             .partition(topic, partition)
             .ok_or_else(|| KafkaError::unknown_partition(topic, partition))?;
@@ -273,6 +319,9 @@ impl Shard {
         deadline: Instant,
         cancel: oneshot::Receiver<()>,
     ) -> Vec<(usize, Result<PartitionRead, KafkaError>)> {
+        self.stats
+            .fetch_requests
+            .set(self.stats.fetch_requests.get() + 1);
         let mut cancel = cancel;
         let mut cancelled = false;
         loop {
@@ -682,6 +731,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     mesh: senders,
                     catalog_lock: Semaphore::new(1),
                     stopping: stopping.clone(),
+                    stats: ShardStats::default(),
                 });
                 let mut tasks = Vec::new();
                 for (_, rx) in receivers.streams() {

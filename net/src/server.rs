@@ -48,6 +48,10 @@ async fn accept_kafka(shard: Rc<Shard>, listener: TcpListener) -> Result<(), Str
         };
         let id = next_id;
         next_id += 1;
+        shard
+            .stats
+            .connections
+            .set(shard.stats.connections.get() + 1);
         let (s, l) = (shard.clone(), live.clone());
         let handle = glommio::spawn_local(async move {
             connection::serve(s, stream).await;
@@ -69,7 +73,7 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// A small HTTP/1.1 endpoint: `GET /health`.
+/// A small HTTP/1.1 endpoint: `GET /health`, `GET /stats` (every shard's counters).
 async fn serve_http(shard: Rc<Shard>, listener: TcpListener) {
     loop {
         let Ok(stream) = listener.accept().await else {
@@ -109,6 +113,10 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
                 shard.nr_shards,
                 shard.partition_count()
             ),
+        ),
+        ("GET", "/stats") => (
+            "200 OK",
+            serde_json::to_string(&shard.reports().await).unwrap_or_default(),
         ),
         _ => (
             "404 Not Found",

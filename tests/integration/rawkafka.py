@@ -1,0 +1,75 @@
+"""A tiny Kafka wire client for tests that must send exact bytes."""
+import socket
+import struct
+
+
+def connect(bootstrap, timeout=10):
+    host, port = bootstrap.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=timeout)
+
+
+def string(s):
+    if s is None:
+        return struct.pack(">h", -1)
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def request(api_key, version, body, correlation_id=1, client_id="raw"):
+    """A non-flexible (header v1) request frame."""
+    payload = struct.pack(">hhi", api_key, version, correlation_id) + string(client_id) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_frame(sock):
+    head = recv_exact(sock, 4)
+    if head is None:
+        return None
+    (n,) = struct.unpack(">i", head)
+    return recv_exact(sock, n)
+
+
+def recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def produce_v3(topic, partition, records, acks=-1):
+    """Produce v3 body for one partition."""
+    return (string(None) + struct.pack(">hi", acks, 10000) + struct.pack(">i", 1) + string(topic)
+            + struct.pack(">i", 1) + struct.pack(">i", partition) + struct.pack(">i", len(records)) + records)
+
+
+def parse_produce_v3_response(frame):
+    """-> (correlation_id, [(topic, partition, error_code, base_offset)])"""
+    cid, ntopics = struct.unpack_from(">ii", frame, 0)
+    at = 8
+    out = []
+    for _ in range(ntopics):
+        (tlen,) = struct.unpack_from(">h", frame, at)
+        at += 2
+        topic = frame[at:at + tlen].decode()
+        at += tlen
+        (nparts,) = struct.unpack_from(">i", frame, at)
+        at += 4
+        for _ in range(nparts):
+            part, err, base, _log_append_time = struct.unpack_from(">ihqq", frame, at)
+            at += 22
+            out.append((topic, part, err, base))
+    return cid, out
+
+
+def record_batch(values, key=None):
+    """A valid v2 record batch, built by kafka-python's own encoder."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                  batch_size=1 << 20)
+    for i, v in enumerate(values):
+        b.append(i, timestamp=None, key=key, value=v, headers=[])
+    return bytes(b.build())
