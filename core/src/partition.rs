@@ -17,6 +17,9 @@ use crate::error::{ErrorCode, KafkaError};
 /// The result of a successful produce to one partition.
 pub type ProduceResult = Result<Appended, KafkaError>;
 
+/// A produce request waiting for the fsync that covers its last offset.
+type AckWaiter = (i64, oneshot::Sender<Result<(), KafkaError>>);
+
 /// What a read of one partition returns.
 #[derive(Debug, Clone, Default)]
 pub struct PartitionRead {
@@ -32,7 +35,7 @@ pub struct Partition {
     pub log: PartitionLog,
     pub cache: Rc<PartitionCache>,
     /// Produce requests waiting for the high watermark to pass their last offset.
-    acks: RefCell<Vec<(i64, oneshot::Sender<Result<(), KafkaError>>)>>,
+    acks: RefCell<Vec<AckWaiter>>,
     /// Fetches waiting for the high watermark to move.
     waiters: RefCell<Vec<oneshot::Sender<()>>>,
     flushing: Cell<bool>,

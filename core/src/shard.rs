@@ -673,11 +673,10 @@ impl Shard {
 /// What the network layer starts on each shard once its partitions are
 /// open: it binds at once (an error there fails start-up) and returns the
 /// future that serves until the shard stops.
-pub type ServeFn = Arc<
-    dyn Fn(Rc<Shard>) -> Result<Pin<Box<dyn Future<Output = Result<(), String>>>>, String>
-        + Send
-        + Sync,
->;
+pub type ServeFn = Arc<dyn Fn(Rc<Shard>) -> Result<Serving, String> + Send + Sync>;
+
+/// The future that serves a shard's clients until it stops.
+pub type Serving = Pin<Box<dyn Future<Output = Result<(), String>>>>;
 
 /// Starts `config.shards` executors, pinned one per core, each opening the
 /// partitions it owns and then running `serve`. Returns once all are ready,
@@ -765,7 +764,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                 while !stopping.load(Ordering::Relaxed) {
                     glommio::timer::sleep(tick).await;
                     ticks += 1;
-                    if ticks % retention_every == 0 {
+                    if ticks.is_multiple_of(retention_every) {
                         shard.enforce_retention();
                     }
                 }

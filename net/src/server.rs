@@ -3,18 +3,17 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
+use weir_core::shard::Serving;
 use weir_core::Shard;
 
 use crate::connection;
 
 /// Binds this shard's listeners and returns the future that serves them.
-pub fn bind(shard: Rc<Shard>) -> Result<Pin<Box<dyn Future<Output = Result<(), String>>>>, String> {
+pub fn bind(shard: Rc<Shard>) -> Result<Serving, String> {
     let kafka = TcpListener::bind(shard.config.kafka_addr).map_err(|e| {
         format!(
             "cannot listen for Kafka on {}: {e}",

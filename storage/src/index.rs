@@ -61,7 +61,7 @@ impl OffsetIndex {
     /// Decodes an index file; `None` when it is not a plausible index for a
     /// segment of `segment_len` bytes (then the caller rebuilds it).
     pub fn decode(b: &[u8], segment_len: u64) -> Option<OffsetIndex> {
-        if b.len() % 8 != 0 {
+        if !b.len().is_multiple_of(8) {
             return None;
         }
         let mut idx = OffsetIndex::default();
@@ -125,7 +125,7 @@ impl TimeIndex {
     }
 
     pub fn decode(b: &[u8]) -> Option<TimeIndex> {
-        if b.len() % 12 != 0 {
+        if !b.len().is_multiple_of(12) {
             return None;
         }
         let mut idx = TimeIndex::default();

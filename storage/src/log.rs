@@ -289,16 +289,17 @@ impl PartitionLog {
             }
             synced.push((base, end));
         }
-        let mut st = self.state.borrow_mut();
-        st.failed = None;
-        for (base, end) in synced {
-            if let Some(seg) = st.segments.get_mut(&base) {
-                seg.complete_flush(end);
+        {
+            let mut st = self.state.borrow_mut();
+            st.failed = None;
+            for (base, end) in synced {
+                if let Some(seg) = st.segments.get_mut(&base) {
+                    seg.complete_flush(end);
+                }
             }
+            assert!(target >= st.durable_offset, "high watermark moves forward");
+            st.durable_offset = target;
         }
-        assert!(target >= st.durable_offset, "high watermark moves forward");
-        st.durable_offset = target;
-        drop(st);
         self.seal_inactive().await?;
         Ok(target)
     }

@@ -112,19 +112,27 @@ def create_topic(bootstrap, name, partitions=1, config=None):
     fs[name].result(15)
 
 
-def consume_all(bootstrap, topic, partitions, expected, timeout=30, **conf):
-    """Reads `expected` records from the start of every partition."""
+def consume_all(bootstrap, topic, partitions, expected=None, timeout=30, **conf):
+    """Reads every partition from its start to its high watermark (as it is
+    when reading starts). With `expected`, also checks the total."""
     from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
                   **conf})
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     out = []
+    done = {p for p, end in ends.items() if end == 0}
     deadline = time.time() + timeout
-    while len(out) < expected and time.time() < deadline:
+    while len(done) < partitions and time.time() < deadline:
         m = c.poll(0.5)
         if m is None:
             continue
         assert m.error() is None, m.error()
         out.append(m)
+        if m.offset() + 1 >= ends[m.partition()]:
+            done.add(m.partition())
     c.close()
+    assert len(done) == partitions, f"read {len(out)} records; partitions {sorted(set(ends) - done)} not to their end {ends}"
+    if expected is not None:
+        assert len(out) == expected
     return out

@@ -15,7 +15,7 @@ pub const MAX: i16 = 8;
 pub async fn handle(
     shard: &Rc<Shard>,
     req: ListOffsetsRequest,
-    _version: i16,
+    version: i16,
 ) -> ListOffsetsResponse {
     let mut items = Vec::new();
     let mut shape = Vec::new();
@@ -46,7 +46,7 @@ pub async fn handle(
                                 Some(Ok((offset, ts))) => p
                                     .with_offset(offset)
                                     .with_timestamp(ts)
-                                    .with_leader_epoch(0),
+                                    .with_leader_epoch(if version >= 4 { 0 } else { -1 }),
                                 Some(Err(e)) => p
                                     .with_error_code(e.code.code())
                                     .with_offset(-1)

@@ -31,8 +31,8 @@ pub async fn handle(
         for p in t.partition_data {
             parts.push((p.index, i));
             match (acks, p.records) {
-                (0 | 1 | -1, Some(records)) => items.push((i, topic.clone(), p.index, records)),
-                (0 | 1 | -1, None) => refused.push((
+                (-1..=1, Some(records)) => items.push((i, topic.clone(), p.index, records)),
+                (-1..=1, None) => refused.push((
                     i,
                     KafkaError::new(ErrorCode::CorruptMessage, "produce data has null records"),
                 )),

@@ -1,0 +1,75 @@
+"""Topic administration through the admin clients."""
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic as KNewTopic
+from kafka.errors import InvalidTopicError, TopicAlreadyExistsError
+
+
+def admin(node):
+    return AdminClient({"bootstrap.servers": node.bootstrap})
+
+
+def error_of(future):
+    with pytest.raises(KafkaException) as e:
+        future.result(10)
+    return e.value.args[0]
+
+
+def test_create_describe_grow_delete(node):
+    a = admin(node)
+    fs = a.create_topics([NewTopic("adm", num_partitions=2, replication_factor=1,
+                                   config={"retention.ms": "3600000", "retention.bytes": "1048576",
+                                           "max.message.bytes": "2000", "segment.bytes": "65536"})])
+    fs["adm"].result(10)
+    md = a.list_topics(timeout=10)
+    assert len(md.topics["adm"].partitions) == 2
+    configs = list(a.describe_configs([ConfigResource("topic", "adm")]).values())[0].result(10)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["retention.bytes"].value == "1048576"
+    assert configs["max.message.bytes"].value == "2000"
+    assert configs["segment.bytes"].value == "65536"
+    assert configs["segment.ms"].is_default
+
+    assert error_of(a.create_topics([NewTopic("adm", 1, 1)])["adm"]).code() == 36  # TOPIC_ALREADY_EXISTS
+    assert error_of(a.create_topics([NewTopic("bad name!", 1, 1)])["bad name!"]).code() == 17
+    assert error_of(a.create_topics([NewTopic("zero", 0, 1)])["zero"]).code() == 37
+    assert error_of(a.create_topics([NewTopic("bad-config", 1, 1, config={"retention.ms": "soon"})])["bad-config"]).code() == 40
+
+    # validate_only creates nothing.
+    a.create_topics([NewTopic("dry", 1, 1)], validate_only=True)["dry"].result(10)
+    assert "dry" not in a.list_topics(timeout=10).topics
+
+    a.create_partitions([NewPartitions("adm", 5)])["adm"].result(10)
+    assert len(a.list_topics(timeout=10).topics["adm"].partitions) == 5
+    assert error_of(a.create_partitions([NewPartitions("adm", 3)])["adm"]).code() == 37
+    p = Producer({"bootstrap.servers": node.bootstrap})
+    reports = []
+    p.produce("adm", value=b"x", partition=4, on_delivery=lambda e, m: reports.append((e, m.offset())))
+    assert p.flush(10) == 0 and reports == [(None, 0)]
+
+    a.delete_topics(["adm"])["adm"].result(10)
+    assert "adm" not in a.list_topics(timeout=10).topics
+    assert error_of(a.delete_topics(["adm"])["adm"]).code() == 3
+    # The name can be used again, empty.
+    a.create_topics([NewTopic("adm", 1, 1)])["adm"].result(10)
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "x"})
+    assert c.get_watermark_offsets(TopicPartition("adm", 0), timeout=10) == (0, 0)
+    c.close()
+
+
+def test_kafka_python_admin(node):
+    a = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    a.create_topics([KNewTopic("kp-admin", 3, 1)])
+    with pytest.raises(TopicAlreadyExistsError):
+        a.create_topics([KNewTopic("kp-admin", 3, 1)])
+    with pytest.raises(InvalidTopicError):
+        a.create_topics([KNewTopic("x" * 300, 1, 1)])
+    assert "kp-admin" in a.list_topics()
+    cluster = a.describe_cluster()
+    assert len(cluster["brokers"]) == 1
+    a.delete_topics(["kp-admin"])
+    assert "kp-admin" not in a.list_topics()
+    a.close()

@@ -1,0 +1,88 @@
+"""Restarts and crashes: nothing acknowledged is lost."""
+import threading
+import time
+
+from confluent_kafka import Producer
+
+from conftest import consume_all, create_topic
+
+
+def test_clean_restart_keeps_everything(make_node, tmp_path):
+    data = tmp_path / "restart"
+    n = make_node(data_dir=data)
+    create_topic(n.bootstrap, "kept", partitions=3, config={"retention.ms": "86400000"})
+    p = Producer({"bootstrap.servers": n.bootstrap, "linger.ms": 5})
+    for i in range(5000):
+        p.produce("kept", key=b"%d" % i, value=b"value-%d" % i, headers=[("h", b"%d" % i)])
+        p.poll(0)
+    assert p.flush(30) == 0
+    before = sorted((m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers()))
+                    for m in consume_all(n.bootstrap, "kept", 3, 5000))
+    assert len(before) == 5000
+    n.restart()
+    after = sorted((m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers()))
+                   for m in consume_all(n.bootstrap, "kept", 3, 5000))
+    assert after == before
+    # Offsets continue where they stopped, and configs survived.
+    ends = {}
+    for part, off, *_ in before:
+        ends[part] = max(ends.get(part, -1), off)
+    reports = []
+    p = Producer({"bootstrap.servers": n.bootstrap})
+    for part in range(3):
+        p.produce("kept", value=b"more", partition=part, on_delivery=lambda e, m: reports.append((e, m)))
+    assert p.flush(30) == 0
+    assert sorted((m.partition(), m.offset()) for e, m in reports) == [(q, ends[q] + 1) for q in range(3)]
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    admin = AdminClient({"bootstrap.servers": n.bootstrap})
+    res = admin.describe_configs([ConfigResource("topic", "kept")])
+    configs = list(res.values())[0].result(10)
+    assert configs["retention.ms"].value == "86400000"
+
+
+def test_kill_9_under_acks_all_load_loses_nothing_acknowledged(make_node, tmp_path):
+    data = tmp_path / "crash"
+    n = make_node(data_dir=data)
+    create_topic(n.bootstrap, "crash", partitions=4)
+    acked = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+    enough = threading.Event()
+
+    def on_delivery(err, msg):
+        if err is None:
+            with lock:
+                acked[(msg.partition(), msg.offset())] = msg.value()
+                if len(acked) >= 20_000:
+                    enough.set()
+
+    def produce():
+        p = Producer({"bootstrap.servers": n.bootstrap, "acks": "all", "linger.ms": 1,
+                      "message.timeout.ms": 5000, "retries": 0})
+        i = 0
+        while not stop.is_set():
+            try:
+                p.produce("crash", value=b"record-%d" % i, on_delivery=on_delivery)
+                i += 1
+            except BufferError:
+                pass
+            p.poll(0)
+        p.flush(10)
+
+    t = threading.Thread(target=produce)
+    t.start()
+    assert enough.wait(60), "the producer did not get 20,000 acks"
+    n.kill()  # SIGKILL while the producer keeps sending
+    stop.set()
+    t.join(30)
+    with lock:
+        acked_now = dict(acked)
+    n.start()
+    got = consume_all(n.bootstrap, "crash", 4, timeout=60)
+    stored = {(m.partition(), m.offset()): m.value() for m in got}
+    missing = [k for k in acked_now if stored.get(k) != acked_now[k]]
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:5]}"
+    # Offsets stay dense after recovery.
+    for part in range(4):
+        offs = sorted(o for p, o in stored if p == part)
+        assert offs == list(range(len(offs)))
