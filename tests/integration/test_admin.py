@@ -1,8 +1,10 @@
 """Topic administration through the admin clients."""
 import pytest
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import ConfigResource as CConfigResource
 from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource
 from kafka.admin import NewTopic as KNewTopic
 from kafka.errors import InvalidTopicError, TopicAlreadyExistsError
 
@@ -25,7 +27,7 @@ def test_create_describe_grow_delete(node):
     fs["adm"].result(10)
     md = a.list_topics(timeout=10)
     assert len(md.topics["adm"].partitions) == 2
-    configs = list(a.describe_configs([ConfigResource("topic", "adm")]).values())[0].result(10)
+    configs = list(a.describe_configs([CConfigResource("topic", "adm")]).values())[0].result(10)
     assert configs["retention.ms"].value == "3600000"
     assert configs["retention.bytes"].value == "1048576"
     assert configs["max.message.bytes"].value == "2000"
@@ -62,9 +64,15 @@ def test_create_describe_grow_delete(node):
 
 def test_kafka_python_admin(node):
     a = KafkaAdminClient(bootstrap_servers=node.bootstrap)
-    a.create_topics([KNewTopic("kp-admin", 3, 1)])
+    a.create_topics([KNewTopic("kp-admin", 3, 1, topic_configs={"retention.ms": "1234"})])
+    configs = a.describe_configs([ConfigResource("TOPIC", "kp-admin")])["topic"]["kp-admin"]
+    assert configs["retention.ms"]["value"] == "1234"
+    assert configs["segment.bytes"]["value"] == str(1 << 30)
     with pytest.raises(TopicAlreadyExistsError):
-        a.create_topics([KNewTopic("kp-admin", 3, 1)])
+        a.create_topics([KNewTopic("kp-admin", 3, 1, topic_configs={"retention.ms": "1234"})])
+    configs = a.describe_configs([ConfigResource("TOPIC", "kp-admin")])["topic"]["kp-admin"]
+    assert configs["retention.ms"]["value"] == "1234"
+    assert configs["segment.bytes"]["value"] == str(1 << 30)
     with pytest.raises(InvalidTopicError):
         a.create_topics([KNewTopic("x" * 300, 1, 1)])
     assert "kp-admin" in a.list_topics()

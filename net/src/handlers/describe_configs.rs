@@ -43,10 +43,11 @@ pub fn handle(
                     Some(t) => out.with_configs(
                         CONFIG_NAMES
                             .iter()
+                            // Null or empty keys mean every config, as Kafka.
                             .filter(|n| {
-                                r.configuration_keys
-                                    .as_ref()
-                                    .is_none_or(|keys| keys.iter().any(|k| &**k == **n))
+                                r.configuration_keys.as_ref().is_none_or(|keys| {
+                                    keys.is_empty() || keys.iter().any(|k| &**k == **n)
+                                })
                             })
                             .map(|n| {
                                 let value = t.config.get(n);

@@ -1,0 +1,308 @@
+//! Every served API at every served version, over a real socket: the node
+//! must answer each with a response that decodes at that version (an
+//! unencodable field would otherwise close the connection).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+
+struct Node(Child, u16);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_node() -> Node {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("versions-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (kafka, http) = (free_port(), free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", dir.to_str().unwrap(), "--cores", "2"])
+        .args([
+            "--kafka",
+            &format!("127.0.0.1:{kafka}"),
+            "--addr",
+            &format!("127.0.0.1:{http}"),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        if line.unwrap().contains("weir serving") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    Node(child, kafka)
+}
+
+/// Sends one request and decodes its response at the same version.
+fn call<Req: Encodable + HeaderVersion, Resp: Decodable + HeaderVersion>(
+    s: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    req: &Req,
+) -> Resp {
+    let mut buf = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(version as i32)
+        .with_client_id(Some(StrBytes::from_static_str("every-version")))
+        .encode(&mut buf, Req::header_version(version))
+        .unwrap();
+    req.encode(&mut buf, version).unwrap();
+    s.write_all(&(buf.len() as i32).to_be_bytes()).unwrap();
+    s.write_all(&buf).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)
+        .unwrap_or_else(|e| panic!("{key:?} v{version}: connection closed: {e}"));
+    let mut frame = vec![0u8; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut frame).unwrap();
+    let mut frame = Bytes::from(frame);
+    // ApiVersions answers always carry header v0.
+    let hv = if key == ApiKey::ApiVersions {
+        0
+    } else {
+        Resp::header_version(version)
+    };
+    let header = ResponseHeader::decode(&mut frame, hv).unwrap();
+    assert_eq!(header.correlation_id, version as i32);
+    let resp =
+        Resp::decode(&mut frame, version).unwrap_or_else(|e| panic!("{key:?} v{version}: {e}"));
+    assert!(
+        frame.is_empty(),
+        "{key:?} v{version}: {} bytes left over",
+        frame.len()
+    );
+    resp
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+/// A valid v2 batch of one record.
+fn batch(value: &[u8]) -> Bytes {
+    let mut rec = vec![0u8, 0, 0, 1]; // attributes, ts delta 0, offset delta 0, key null (-1)
+    rec.push((value.len() as u8) << 1);
+    rec.extend_from_slice(value);
+    rec.push(0); // no headers
+    let mut b = Vec::new();
+    b.extend_from_slice(&0i64.to_be_bytes());
+    b.extend_from_slice(&((49 + 1 + rec.len()) as i32).to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes());
+    b.push(2);
+    b.extend_from_slice(&[0; 4]);
+    b.extend_from_slice(&0i16.to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes());
+    b.extend_from_slice(&1i64.to_be_bytes());
+    b.extend_from_slice(&1i64.to_be_bytes());
+    b.extend_from_slice(&(-1i64).to_be_bytes());
+    b.extend_from_slice(&(-1i16).to_be_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b.extend_from_slice(&1i32.to_be_bytes());
+    b.push((rec.len() as u8) << 1);
+    b.extend_from_slice(&rec);
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
+#[test]
+fn every_api_at_every_version() {
+    let node = start_node();
+    let mut s = TcpStream::connect(("127.0.0.1", node.1)).unwrap();
+
+    let versions: ApiVersionsResponse = call(
+        &mut s,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    );
+    let served: Vec<(i16, i16, i16)> = versions
+        .api_keys
+        .iter()
+        .map(|k| (k.api_key, k.min_version, k.max_version))
+        .collect();
+    let range = |key: ApiKey| {
+        let &(_, min, max) = served
+            .iter()
+            .find(|(k, _, _)| *k == key as i16)
+            .expect("advertised");
+        min..=max
+    };
+    for v in range(ApiKey::ApiVersions) {
+        let r: ApiVersionsResponse = call(
+            &mut s,
+            ApiKey::ApiVersions,
+            v,
+            &ApiVersionsRequest::default(),
+        );
+        assert_eq!(r.error_code, 0);
+    }
+
+    for v in range(ApiKey::CreateTopics) {
+        let req = CreateTopicsRequest::default().with_topics(vec![
+            create_topics_request::CreatableTopic::default()
+                .with_name(name(&format!("ct-{v}")))
+                .with_num_partitions(2)
+                .with_replication_factor(1),
+        ]);
+        let r: CreateTopicsResponse = call(&mut s, ApiKey::CreateTopics, v, &req);
+        assert_eq!(r.topics[0].error_code, 0, "CreateTopics v{v}");
+    }
+
+    let mut topic_id = uuid::Uuid::nil();
+    for v in range(ApiKey::Metadata) {
+        let req = MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default().with_name(Some(name("ct-2"))),
+        ]));
+        let r: MetadataResponse = call(&mut s, ApiKey::Metadata, v, &req);
+        assert_eq!(r.topics[0].error_code, 0, "Metadata v{v}");
+        assert_eq!(r.topics[0].partitions.len(), 2);
+        if v >= 10 {
+            topic_id = r.topics[0].topic_id;
+        }
+    }
+    assert!(!topic_id.is_nil());
+
+    for v in range(ApiKey::Produce) {
+        let req = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![produce_request::TopicProduceData::default()
+                .with_name(name("ct-2"))
+                .with_partition_data(vec![
+                    produce_request::PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(batch(b"hello"))),
+                ])]);
+        let r: ProduceResponse = call(&mut s, ApiKey::Produce, v, &req);
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(
+            (p.error_code, p.base_offset),
+            (0, (v - 3) as i64),
+            "Produce v{v}"
+        );
+    }
+
+    for v in range(ApiKey::Fetch) {
+        let topic = fetch_request::FetchTopic::default().with_partitions(vec![
+            fetch_request::FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(1)
+                .with_partition_max_bytes(1 << 20),
+        ]);
+        let topic = if v >= 13 {
+            topic.with_topic_id(topic_id)
+        } else {
+            topic.with_topic(name("ct-2"))
+        };
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(100)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![topic]);
+        let r: FetchResponse = call(&mut s, ApiKey::Fetch, v, &req);
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "Fetch v{v}");
+        assert!(
+            p.records.as_ref().is_some_and(|r| !r.is_empty()),
+            "Fetch v{v} returned no records"
+        );
+    }
+
+    for v in range(ApiKey::ListOffsets) {
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+                .with_name(name("ct-2"))
+                .with_partitions(vec![
+                    list_offsets_request::ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-1),
+                ])]);
+        let r: ListOffsetsResponse = call(&mut s, ApiKey::ListOffsets, v, &req);
+        let p = &r.topics[0].partitions[0];
+        assert_eq!(p.error_code, 0, "ListOffsets v{v}");
+        assert!(p.offset > 0);
+    }
+
+    for v in range(ApiKey::DescribeConfigs) {
+        let req = DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("ct-2")),
+        ]);
+        let r: DescribeConfigsResponse = call(&mut s, ApiKey::DescribeConfigs, v, &req);
+        assert_eq!(r.results[0].error_code, 0, "DescribeConfigs v{v}");
+        assert!(r.results[0]
+            .configs
+            .iter()
+            .any(|c| &*c.name == "retention.ms"));
+    }
+
+    for v in range(ApiKey::CreatePartitions) {
+        let req = CreatePartitionsRequest::default().with_topics(vec![
+            create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(name("ct-3"))
+                .with_count(3 + v as i32),
+        ]);
+        let r: CreatePartitionsResponse = call(&mut s, ApiKey::CreatePartitions, v, &req);
+        assert_eq!(r.results[0].error_code, 0, "CreatePartitions v{v}");
+    }
+
+    for v in range(ApiKey::DescribeCluster) {
+        let r: DescribeClusterResponse = call(
+            &mut s,
+            ApiKey::DescribeCluster,
+            v,
+            &DescribeClusterRequest::default(),
+        );
+        assert_eq!(r.error_code, 0);
+        assert_eq!(r.brokers.len(), 1);
+    }
+
+    for v in range(ApiKey::FindCoordinator) {
+        let req = if v >= 4 {
+            FindCoordinatorRequest::default()
+                .with_coordinator_keys(vec![StrBytes::from_static_str("g")])
+        } else {
+            FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g"))
+        };
+        let _: FindCoordinatorResponse = call(&mut s, ApiKey::FindCoordinator, v, &req);
+    }
+
+    for v in range(ApiKey::DeleteTopics) {
+        let topic = format!("ct-{}", v + 1);
+        let req = if v >= 6 {
+            DeleteTopicsRequest::default()
+                .with_topics(vec![delete_topics_request::DeleteTopicState::default()
+                    .with_name(Some(name(&topic)))])
+        } else {
+            DeleteTopicsRequest::default().with_topic_names(vec![name(&topic)])
+        };
+        let r: DeleteTopicsResponse = call(&mut s, ApiKey::DeleteTopics, v, &req);
+        assert_eq!(r.responses[0].error_code, 0, "DeleteTopics v{v}");
+    }
+}
