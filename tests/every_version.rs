@@ -293,6 +293,25 @@ fn every_api_at_every_version() {
         let _: FindCoordinatorResponse = call(&mut s, ApiKey::FindCoordinator, v, &req);
     }
 
+    let mut ids = Vec::new();
+    for v in range(ApiKey::InitProducerId) {
+        let req = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(60000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        let r: InitProducerIdResponse = call(&mut s, ApiKey::InitProducerId, v, &req);
+        assert_eq!(r.error_code, 0, "InitProducerId v{v}");
+        ids.push(r.producer_id.0);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        range(ApiKey::InitProducerId).count(),
+        "producer ids are unique"
+    );
+
     for v in range(ApiKey::DeleteTopics) {
         let topic = format!("ct-{}", v + 1);
         let req = if v >= 6 {

@@ -33,6 +33,9 @@ pub struct NodeConfig {
     pub retention_check_interval: Duration,
     /// The node id clients see.
     pub node_id: i32,
+    /// Idle idempotent producers are forgotten after this long (Kafka's
+    /// `transactional.id.expiration.ms`/`producer.id.expiration.ms`: a day).
+    pub producer_expiry: Duration,
 }
 
 impl NodeConfig {
@@ -52,6 +55,7 @@ impl NodeConfig {
             mesh_capacity: 1024,
             retention_check_interval: Duration::from_secs(30),
             node_id: 0,
+            producer_expiry: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -28,6 +28,8 @@ pub enum ErrorCode {
     InvalidRequest = 42,
     UnsupportedForMessageFormat = 43,
     PolicyViolation = 44,
+    OutOfOrderSequenceNumber = 45,
+    InvalidProducerEpoch = 47,
     KafkaStorageError = 56,
     InvalidRecord = 87,
     UnknownTopicId = 100,
@@ -72,9 +74,12 @@ impl std::fmt::Display for KafkaError {
 /// How storage failures reach clients.
 impl From<weir_storage::StorageError> for KafkaError {
     fn from(e: weir_storage::StorageError) -> KafkaError {
+        use weir_storage::producer_state::SequenceError;
         use weir_storage::StorageError as S;
         let code = match &e {
             S::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+            S::Sequence(SequenceError::OutOfOrder { .. }) => ErrorCode::OutOfOrderSequenceNumber,
+            S::Sequence(SequenceError::StaleEpoch { .. }) => ErrorCode::InvalidProducerEpoch,
             // A failed disk is Kafka's storage error: the client retries, and
             // nothing is acknowledged that was not synced.
             S::Io(_) | S::Corrupt(_) => ErrorCode::KafkaStorageError,

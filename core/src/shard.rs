@@ -89,6 +89,8 @@ pub struct Shard {
     catalog_lock: Semaphore,
     stopping: Arc<AtomicBool>,
     pub stats: ShardStats,
+    /// Producer id allocation (the catalog shard's only).
+    producer_ids: RefCell<Option<crate::producer_ids::ProducerIds>>,
 }
 
 impl Shard {
@@ -646,11 +648,27 @@ impl Shard {
         Ok(())
     }
 
-    /// Applies retention to every partition this shard owns.
+    /// A new producer id (InitProducerId), from the catalog shard.
+    pub async fn allocate_producer_id(self: &Rc<Self>) -> Result<i64, KafkaError> {
+        self.invoke_on(CATALOG_SHARD, |s| async move {
+            let mut ids = s.producer_ids.borrow_mut();
+            let ids = ids
+                .as_mut()
+                .expect("the catalog shard allocates producer ids");
+            ids.allocate()
+                .map_err(|e| KafkaError::new(ErrorCode::KafkaStorageError, e))
+        })
+        .await?
+    }
+
+    /// Applies retention to every partition this shard owns, and forgets
+    /// idle producers.
     pub fn enforce_retention(&self) {
         let now = now_ms();
         let parts: Vec<_> = self.partitions.borrow().values().cloned().collect();
+        let expiry = self.config.producer_expiry.as_millis() as i64;
         for p in parts {
+            p.log.expire_producers(now, expiry);
             let n = p.log.enforce_retention(now);
             if n > 0 {
                 log::info!(
@@ -731,6 +749,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     catalog_lock: Semaphore::new(1),
                     stopping: stopping.clone(),
                     stats: ShardStats::default(),
+                    producer_ids: RefCell::new(None),
                 });
                 let mut tasks = Vec::new();
                 for (_, rx) in receivers.streams() {
@@ -740,6 +759,12 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                             glommio::spawn_local(job(s.clone())).detach();
                         }
                     }));
+                }
+                if id == CATALOG_SHARD {
+                    match crate::producer_ids::ProducerIds::load(&config.data_dir) {
+                        Ok(p) => *shard.producer_ids.borrow_mut() = Some(p),
+                        Err(e) => return fail(e),
+                    }
                 }
                 if let Err(e) = shard.open_owned_partitions(&catalog).await {
                     return fail(format!("shard {id}: opening partitions: {e}"));

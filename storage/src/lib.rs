@@ -5,6 +5,7 @@
 //! - [`index`]: the sparse offset and time indexes of a segment.
 //! - [`segment`]: one segment file, written with O_DIRECT on io_uring.
 //! - [`log`]: a partition's segments, appends, group commit, reads, retention.
+//! - [`producer_state`]: idempotent producers' sequence numbers per partition.
 //!
 //! Invariant: only the shard that owns a partition touches its files; every
 //! type here is `!Send` and lives on that shard.
@@ -12,6 +13,7 @@
 pub mod batch;
 pub mod index;
 pub mod log;
+pub mod producer_state;
 pub mod records;
 pub mod segment;
 
@@ -30,6 +32,8 @@ pub enum StorageError {
     },
     /// Stored data that does not parse.
     Corrupt(String),
+    /// An idempotent producer's batch out of sequence or from an old epoch.
+    Sequence(producer_state::SequenceError),
 }
 
 impl StorageError {
@@ -51,6 +55,7 @@ impl std::fmt::Display for StorageError {
                 "offset {offset} is outside the log [{log_start}, {high_watermark}]"
             ),
             StorageError::Corrupt(s) => write!(f, "corrupt log: {s}"),
+            StorageError::Sequence(e) => write!(f, "{e}"),
         }
     }
 }

@@ -14,8 +14,9 @@ use bytes::Bytes;
 use glommio::sync::Semaphore;
 
 use crate::batch::{assign_offset, BatchHeader, BatchIter};
+use crate::producer_state::{ProducerStates, SequenceCheck};
 use crate::records::first_offset_at_or_after;
-use crate::segment::{log_path, Segment};
+use crate::segment::{log_path, snapshot_path, sync_dir, write_small_file, Segment};
 use crate::StorageError;
 
 /// Settings of one partition's log (a topic's configs).
@@ -80,6 +81,8 @@ pub struct PartitionLog {
     append_lock: Semaphore,
     /// Serialises flushes: one write-and-sync in flight per partition.
     flush_lock: Semaphore,
+    /// Idempotent producers' recent sequences.
+    producers: RefCell<ProducerStates>,
 }
 
 impl PartitionLog {
@@ -105,11 +108,23 @@ impl PartitionLog {
         }
         bases.sort_unstable();
         let mut segments = BTreeMap::new();
+        // Producer state: the snapshot taken when the last segment was rolled
+        // to, then that segment's batches (recovery scans it anyway).
+        let mut producers = bases
+            .last()
+            .and_then(|&b| std::fs::read(snapshot_path(dir, b)).ok())
+            .and_then(|bytes| ProducerStates::decode(&bytes))
+            .unwrap_or_default();
         let mut i = 0;
         while i < bases.len() {
             let base = bases[i];
             let next = bases.get(i + 1).copied();
-            let seg = Segment::open(dir, base, next.is_none(), next, now_ms).await?;
+            let states = if next.is_none() {
+                Some(&mut producers)
+            } else {
+                None
+            };
+            let seg = Segment::open(dir, base, next.is_none(), next, now_ms, states).await?;
             if let Some(next) = next {
                 if seg.next_offset != next {
                     // A torn segment before the last one: nothing after it was
@@ -151,6 +166,7 @@ impl PartitionLog {
             }),
             append_lock: Semaphore::new(1),
             flush_lock: Semaphore::new(1),
+            producers: RefCell::new(producers),
         })
     }
 
@@ -199,8 +215,32 @@ impl PartitionLog {
         if let Some(why) = &self.state.borrow().failed {
             return Err(StorageError::Io(format!("log is failed: {why}")));
         }
+        {
+            let producers = self.producers.borrow();
+            for (h, _) in batches {
+                match producers.check(h).map_err(StorageError::Sequence)? {
+                    SequenceCheck::Append => {}
+                    SequenceCheck::Duplicate {
+                        base_offset,
+                        last_offset,
+                    } => {
+                        // A resend of a batch already written: its original
+                        // offsets, nothing written again.
+                        return Ok((
+                            Appended {
+                                base_offset,
+                                last_offset,
+                                log_append_time: -1,
+                            },
+                            Vec::new(),
+                        ));
+                    }
+                }
+            }
+        }
         let total: u64 = batches.iter().map(|(h, _)| h.total_len() as u64).sum();
         self.maybe_roll(total, now_ms).await?;
+        let mut producers = self.producers.borrow_mut();
         let mut st = self.state.borrow_mut();
         let base_offset = st.next_offset;
         let mut stored = Vec::with_capacity(batches.len());
@@ -211,6 +251,7 @@ impl PartitionLog {
             let header = BatchHeader::parse(&copy).expect("validated batch");
             let seg = st.segments.get_mut(&seg_base).expect("active segment");
             seg.append(&copy, &header);
+            producers.record(&header, now_ms);
             st.next_offset = offset + h.offset_count();
             stored.push((header, copy));
         }
@@ -245,6 +286,11 @@ impl PartitionLog {
             }
             st.next_offset
         };
+        // The producer state as of the new segment's base, so recovery needs
+        // to scan only the active segment. Written before the segment exists.
+        let snapshot = self.producers.borrow().encode();
+        write_small_file(&snapshot_path(&self.dir, base), snapshot).await?;
+        sync_dir(&self.dir)?;
         let seg = Segment::create(&self.dir, base, now_ms).await?;
         self.state.borrow_mut().segments.insert(base, seg);
         Ok(())
@@ -515,6 +561,16 @@ impl PartitionLog {
         removed
     }
 
+    /// Forgets idempotent producers idle longer than `max_idle_ms`.
+    pub fn expire_producers(&self, now_ms: i64, max_idle_ms: i64) -> usize {
+        self.producers.borrow_mut().expire(now_ms, max_idle_ms)
+    }
+
+    /// How many idempotent producers this partition remembers.
+    pub fn producer_count(&self) -> usize {
+        self.producers.borrow().len()
+    }
+
     /// Flushes and seals for a clean stop.
     pub async fn close(&self) -> Result<(), StorageError> {
         self.flush().await?;
@@ -636,6 +692,56 @@ mod tests {
             assert_eq!(log.high_watermark(), 57);
             let (a, _) = log.append(&batches(1, 1), 1).await.unwrap();
             assert_eq!(a.base_offset, 57);
+        });
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A batch from an idempotent producer.
+    fn producer_batch(pid: i64, epoch: i16, seq: i32, count: i32) -> Vec<(BatchHeader, Bytes)> {
+        let mut b = make_batch(count, 1, 0);
+        b[43..51].copy_from_slice(&pid.to_be_bytes());
+        b[51..53].copy_from_slice(&epoch.to_be_bytes());
+        b[53..57].copy_from_slice(&seq.to_be_bytes());
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        split_produced(&Bytes::from(b)).unwrap()
+    }
+
+    #[test]
+    fn producer_state_survives_rolls_and_reopen() {
+        let dir = tmpdir("producers");
+        let d = dir.clone();
+        run(move || async move {
+            std::fs::create_dir_all(&d).unwrap();
+            crate::segment::prepare_direct_io(&d).await.unwrap();
+            // Small segments: the producer's batches span several, so the
+            // state must come from a roll snapshot plus the active segment.
+            let cfg = LogConfig {
+                segment_bytes: 200,
+                ..LogConfig::default()
+            };
+            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+            for i in 0..10 {
+                let (a, _) = log
+                    .append(&producer_batch(9, 0, i * 2, 2), 1)
+                    .await
+                    .unwrap();
+                assert_eq!(a.base_offset, i as i64 * 2);
+            }
+            log.close().await.unwrap();
+            drop(log);
+            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+            assert_eq!(log.producer_count(), 1);
+            // The last batch, resent: its original offsets, nothing written.
+            let (a, stored) = log.append(&producer_batch(9, 0, 18, 2), 1).await.unwrap();
+            assert_eq!((a.base_offset, a.last_offset, stored.len()), (18, 19, 0));
+            // An older batch beyond the five remembered is out of order.
+            assert!(matches!(
+                log.append(&producer_batch(9, 0, 4, 2), 1).await,
+                Err(StorageError::Sequence(_))
+            ));
+            let (a, _) = log.append(&producer_batch(9, 0, 20, 1), 1).await.unwrap();
+            assert_eq!(a.base_offset, 20);
         });
         let _ = std::fs::remove_dir_all(dir);
     }

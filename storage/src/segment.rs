@@ -14,6 +14,7 @@ use glommio::io::{DmaFile, OpenOptions};
 
 use crate::batch::{crc_ok, BatchHeader, BatchIter};
 use crate::index::{OffsetIndex, TimeIndex, INDEX_INTERVAL_BYTES};
+use crate::producer_state::ProducerStates;
 use crate::StorageError;
 
 /// Direct I/O alignment (the largest logical block size we expect).
@@ -36,6 +37,11 @@ fn index_path(dir: &Path, base: i64) -> PathBuf {
 }
 fn time_index_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(format!("{base:020}.timeindex"))
+}
+/// The producer-state snapshot as of offset `base` (written when the segment
+/// starting there was rolled to).
+pub fn snapshot_path(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{base:020}.snapshot"))
 }
 
 /// A segment's in-memory state. Lives on the shard that owns its partition.
@@ -109,6 +115,7 @@ impl Segment {
         is_last: bool,
         expected_end: Option<i64>,
         now_ms: i64,
+        producers: Option<&mut ProducerStates>,
     ) -> Result<Segment, StorageError> {
         let path = log_path(dir, base);
         let file = Self::open_file(&path, false).await?;
@@ -138,7 +145,7 @@ impl Segment {
                 return Ok(loaded);
             }
         }
-        seg.scan(file_size).await?;
+        seg.scan(file_size, producers, now_ms).await?;
         seg.durable_size = seg.size;
         seg.staged_from = align_down(seg.size);
         if seg.staged_from < seg.size {
@@ -208,7 +215,13 @@ impl Segment {
     }
 
     /// Reads the whole file, keeping every valid batch in offset order.
-    async fn scan(&mut self, file_size: u64) -> Result<(), StorageError> {
+    /// Producer batches found are recorded in `producers`, if given.
+    async fn scan(
+        &mut self,
+        file_size: u64,
+        mut producers: Option<&mut ProducerStates>,
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
         let mut pos = 0u64;
         'outer: while pos < file_size {
             let want = ((file_size - pos) as usize).min(SCAN_CHUNK);
@@ -225,6 +238,9 @@ impl Segment {
                     break 'outer;
                 }
                 self.note_batch(&h, pos + at as u64);
+                if let Some(p) = producers.as_deref_mut() {
+                    p.record(&h, now_ms);
+                }
                 self.size = pos + (at + h.total_len()) as u64;
                 advanced = true;
             }
@@ -245,6 +261,9 @@ impl Segment {
                     break;
                 }
                 self.note_batch(&h, pos);
+                if let Some(p) = producers.as_deref_mut() {
+                    p.record(&h, now_ms);
+                }
                 self.size = pos + h.total_len() as u64;
             }
             pos = self.size;
@@ -339,6 +358,7 @@ impl Segment {
             log_path(&self.dir, self.base),
             index_path(&self.dir, self.base),
             time_index_path(&self.dir, self.base),
+            snapshot_path(&self.dir, self.base),
         ] {
             if let Err(e) = std::fs::remove_file(&p) {
                 if e.kind() != std::io::ErrorKind::NotFound {
@@ -350,7 +370,7 @@ impl Segment {
 }
 
 /// Writes a small file through io_uring (buffered) and syncs it.
-async fn write_small_file(path: &Path, data: Vec<u8>) -> Result<(), StorageError> {
+pub async fn write_small_file(path: &Path, data: Vec<u8>) -> Result<(), StorageError> {
     let ctx = || format!("writing {}", path.display());
     let f = OpenOptions::new()
         .write(true)

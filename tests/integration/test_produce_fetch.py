@@ -75,8 +75,8 @@ def test_every_codec_between_both_clients(node, codec):
     reports = produce_confluent(node.bootstrap, topic, [(None, v, None) for v in values],
                                 **{"compression.type": codec})
     assert all(err is None for err, _ in reports)
-    kp = KafkaProducer(bootstrap_servers=node.bootstrap, compression_type=codec, acks="all",
-                       enable_idempotence=False)
+    # kafka-python's defaults: idempotent, acks=all.
+    kp = KafkaProducer(bootstrap_servers=node.bootstrap, compression_type=codec)
     futures = [kp.send(topic, value=v) for v in values]
     kp.flush()
     metas = [f.get(30) for f in futures]

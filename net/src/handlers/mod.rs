@@ -17,6 +17,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -50,6 +51,11 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
         ApiKey::DescribeCluster,
         describe_cluster::MIN,
         describe_cluster::MAX,
+    ),
+    (
+        ApiKey::InitProducerId,
+        init_producer_id::MIN,
+        init_producer_id::MAX,
     ),
 ];
 
@@ -88,6 +94,9 @@ pub async fn handle(shard: &Rc<Shard>, req: Request) -> Option<ResponseKind> {
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(shard, r, v))
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(shard, r, v).await)
         }
         other => {
             // decode_request only lets served APIs through.

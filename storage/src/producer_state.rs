@@ -1,0 +1,346 @@
+//! Idempotent producers: per partition and producer id, the epoch and the
+//! sequence numbers of the last five batches, so a resent batch is answered
+//! with its original offsets and a gap is refused.
+//!
+//! The state is rebuilt with the log: a snapshot written when a segment
+//! rolls (`{base}.snapshot`, the state as of offset `base`) plus the batches
+//! of the active segment, which recovery scans anyway.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::batch::BatchHeader;
+
+/// How many recent batches per producer are remembered (Kafka's five
+/// in-flight requests per connection).
+pub const BATCHES_KEPT: usize = 5;
+
+/// A remembered batch: its sequence range and where it was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMeta {
+    pub first_seq: i32,
+    pub last_seq: i32,
+    pub base_offset: i64,
+    pub last_offset: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerEntry {
+    pub epoch: i16,
+    pub batches: VecDeque<BatchMeta>,
+    /// Wall-clock ms of the last append (for expiry).
+    pub last_append_ms: i64,
+}
+
+/// What to do with a producer's batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceCheck {
+    /// New and in order: append it.
+    Append,
+    /// Already written: answer with its original offsets, write nothing.
+    Duplicate { base_offset: i64, last_offset: i64 },
+}
+
+/// Why a producer's batch is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SequenceError {
+    OutOfOrder { expected: i32, got: i32 },
+    StaleEpoch { current: i16, got: i16 },
+}
+
+impl std::fmt::Display for SequenceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SequenceError::OutOfOrder { expected, got } => {
+                write!(
+                    f,
+                    "out of order sequence number: expected {expected}, got {got}"
+                )
+            }
+            SequenceError::StaleEpoch { current, got } => {
+                write!(
+                    f,
+                    "producer epoch {got} is older than the current epoch {current}"
+                )
+            }
+        }
+    }
+}
+
+/// The sequence after `seq` (sequences wrap at i32::MAX, as Kafka's).
+fn next_seq(seq: i32) -> i32 {
+    if seq == i32::MAX {
+        0
+    } else {
+        seq + 1
+    }
+}
+
+fn last_seq(h: &BatchHeader) -> i32 {
+    let span = h.record_count.max(1) - 1;
+    (h.base_sequence as i64 + span as i64).rem_euclid(i32::MAX as i64 + 1) as i32
+}
+
+/// Every producer's state for one partition. Lives with its log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProducerStates {
+    producers: HashMap<i64, ProducerEntry>,
+}
+
+impl ProducerStates {
+    pub fn len(&self) -> usize {
+        self.producers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
+    }
+
+    pub fn get(&self, producer_id: i64) -> Option<&ProducerEntry> {
+        self.producers.get(&producer_id)
+    }
+
+    /// Checks a batch before it is appended. Batches without a producer id
+    /// are always appended.
+    pub fn check(&self, h: &BatchHeader) -> Result<SequenceCheck, SequenceError> {
+        if h.producer_id < 0 {
+            return Ok(SequenceCheck::Append);
+        }
+        // No state (new, or expired): accept whatever sequence it starts at,
+        // so expiry never fails a live producer.
+        let Some(entry) = self.producers.get(&h.producer_id) else {
+            return Ok(SequenceCheck::Append);
+        };
+        if h.producer_epoch < entry.epoch {
+            return Err(SequenceError::StaleEpoch {
+                current: entry.epoch,
+                got: h.producer_epoch,
+            });
+        }
+        if h.producer_epoch > entry.epoch {
+            // A bumped epoch starts its sequences again at 0.
+            return if h.base_sequence == 0 {
+                Ok(SequenceCheck::Append)
+            } else {
+                Err(SequenceError::OutOfOrder {
+                    expected: 0,
+                    got: h.base_sequence,
+                })
+            };
+        }
+        let last = last_seq(h);
+        if let Some(b) = entry
+            .batches
+            .iter()
+            .find(|b| b.first_seq == h.base_sequence && b.last_seq == last)
+        {
+            return Ok(SequenceCheck::Duplicate {
+                base_offset: b.base_offset,
+                last_offset: b.last_offset,
+            });
+        }
+        let expected = entry
+            .batches
+            .back()
+            .map_or(h.base_sequence, |b| next_seq(b.last_seq));
+        if h.base_sequence != expected {
+            return Err(SequenceError::OutOfOrder {
+                expected,
+                got: h.base_sequence,
+            });
+        }
+        Ok(SequenceCheck::Append)
+    }
+
+    /// Records an appended batch (its base offset assigned).
+    pub fn record(&mut self, h: &BatchHeader, now_ms: i64) {
+        if h.producer_id < 0 {
+            return;
+        }
+        let entry = self
+            .producers
+            .entry(h.producer_id)
+            .or_insert(ProducerEntry {
+                epoch: h.producer_epoch,
+                batches: VecDeque::new(),
+                last_append_ms: now_ms,
+            });
+        if h.producer_epoch != entry.epoch {
+            entry.epoch = h.producer_epoch;
+            entry.batches.clear();
+        }
+        if entry.batches.len() == BATCHES_KEPT {
+            entry.batches.pop_front();
+        }
+        entry.batches.push_back(BatchMeta {
+            first_seq: h.base_sequence,
+            last_seq: last_seq(h),
+            base_offset: h.base_offset,
+            last_offset: h.last_offset(),
+        });
+        entry.last_append_ms = entry.last_append_ms.max(now_ms);
+    }
+
+    /// Forgets producers idle for longer than `max_idle_ms`.
+    pub fn expire(&mut self, now_ms: i64, max_idle_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers
+            .retain(|_, e| now_ms - e.last_append_ms <= max_idle_ms);
+        before - self.producers.len()
+    }
+
+    /// Snapshot bytes: count, then each producer and its batches, then a
+    /// CRC-32C of everything before it.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
+        let mut ids: Vec<_> = self.producers.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let e = &self.producers[&id];
+            out.extend_from_slice(&id.to_be_bytes());
+            out.extend_from_slice(&e.epoch.to_be_bytes());
+            out.extend_from_slice(&e.last_append_ms.to_be_bytes());
+            out.push(e.batches.len() as u8);
+            for b in &e.batches {
+                out.extend_from_slice(&b.first_seq.to_be_bytes());
+                out.extend_from_slice(&b.last_seq.to_be_bytes());
+                out.extend_from_slice(&b.base_offset.to_be_bytes());
+                out.extend_from_slice(&b.last_offset.to_be_bytes());
+            }
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// Decodes a snapshot; `None` if it is damaged.
+    pub fn decode(b: &[u8]) -> Option<ProducerStates> {
+        if b.len() < 8 {
+            return None;
+        }
+        let (body, crc) = b.split_at(b.len() - 4);
+        if crc32c::crc32c(body) != u32::from_be_bytes(crc.try_into().ok()?) {
+            return None;
+        }
+        let mut at = 0usize;
+        let mut take = |n: usize| -> Option<&[u8]> {
+            let s = body.get(at..at + n)?;
+            at += n;
+            Some(s)
+        };
+        let count = u32::from_be_bytes(take(4)?.try_into().ok()?);
+        let mut states = ProducerStates::default();
+        for _ in 0..count {
+            let id = i64::from_be_bytes(take(8)?.try_into().ok()?);
+            let epoch = i16::from_be_bytes(take(2)?.try_into().ok()?);
+            let last_append_ms = i64::from_be_bytes(take(8)?.try_into().ok()?);
+            let n = take(1)?[0] as usize;
+            let mut batches = VecDeque::with_capacity(n.min(BATCHES_KEPT));
+            for _ in 0..n {
+                batches.push_back(BatchMeta {
+                    first_seq: i32::from_be_bytes(take(4)?.try_into().ok()?),
+                    last_seq: i32::from_be_bytes(take(4)?.try_into().ok()?),
+                    base_offset: i64::from_be_bytes(take(8)?.try_into().ok()?),
+                    last_offset: i64::from_be_bytes(take(8)?.try_into().ok()?),
+                });
+            }
+            states.producers.insert(
+                id,
+                ProducerEntry {
+                    epoch,
+                    batches,
+                    last_append_ms,
+                },
+            );
+        }
+        Some(states)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(pid: i64, epoch: i16, seq: i32, count: i32, base: i64) -> BatchHeader {
+        BatchHeader {
+            base_offset: base,
+            batch_length: 100,
+            magic: 2,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: count - 1,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            record_count: count,
+        }
+    }
+
+    #[test]
+    fn sequences() {
+        let mut s = ProducerStates::default();
+        let a = header(7, 0, 0, 3, 10);
+        assert_eq!(s.check(&a), Ok(SequenceCheck::Append));
+        s.record(&a, 1);
+        // The same batch again: its original offsets.
+        assert_eq!(
+            s.check(&header(7, 0, 0, 3, -1)),
+            Ok(SequenceCheck::Duplicate {
+                base_offset: 10,
+                last_offset: 12
+            })
+        );
+        // A gap.
+        assert_eq!(
+            s.check(&header(7, 0, 5, 1, -1)),
+            Err(SequenceError::OutOfOrder {
+                expected: 3,
+                got: 5
+            })
+        );
+        assert_eq!(s.check(&header(7, 0, 3, 1, -1)), Ok(SequenceCheck::Append));
+        // A bumped epoch restarts at 0; an older epoch is refused.
+        assert_eq!(s.check(&header(7, 1, 0, 1, -1)), Ok(SequenceCheck::Append));
+        assert!(s.check(&header(7, 1, 4, 1, -1)).is_err());
+        s.record(&header(7, 1, 0, 1, 20), 2);
+        assert_eq!(
+            s.check(&header(7, 0, 3, 1, -1)),
+            Err(SequenceError::StaleEpoch { current: 1, got: 0 })
+        );
+        // Unknown producers and plain batches are appended.
+        assert_eq!(s.check(&header(8, 0, 42, 1, -1)), Ok(SequenceCheck::Append));
+        assert_eq!(
+            s.check(&header(-1, -1, -1, 1, -1)),
+            Ok(SequenceCheck::Append)
+        );
+    }
+
+    #[test]
+    fn keeps_five_and_wraps() {
+        let mut s = ProducerStates::default();
+        for i in 0..7 {
+            s.record(&header(1, 0, i, 1, i as i64), 0);
+        }
+        assert_eq!(s.get(1).unwrap().batches.len(), BATCHES_KEPT);
+        assert!(s.check(&header(1, 0, 1, 1, -1)).is_err());
+        let mut w = ProducerStates::default();
+        w.record(&header(2, 0, i32::MAX - 1, 2, 0), 0);
+        assert_eq!(w.check(&header(2, 0, 0, 1, -1)), Ok(SequenceCheck::Append));
+    }
+
+    #[test]
+    fn snapshot_round_trip_and_expiry() {
+        let mut s = ProducerStates::default();
+        s.record(&header(1, 3, 0, 2, 0), 100);
+        s.record(&header(2, 0, 9, 1, 2), 5000);
+        let bytes = s.encode();
+        assert_eq!(ProducerStates::decode(&bytes), Some(s.clone()));
+        let mut bad = bytes.clone();
+        bad[5] ^= 1;
+        assert_eq!(ProducerStates::decode(&bad), None);
+        assert_eq!(s.expire(6000, 2000), 1);
+        assert!(s.get(1).is_none() && s.get(2).is_some());
+    }
+}
