@@ -330,22 +330,32 @@ impl Shard {
             // Watch before reading, so an append during the read still wakes us.
             let mut watches = Vec::with_capacity(parts.len());
             let mut out = Vec::with_capacity(parts.len());
-            let mut total = 0usize;
-            let mut budget = max_bytes.max(0) as usize;
-            let mut errors = false;
-            for (i, fp) in &parts {
-                let r = match self.partition(&fp.topic, fp.partition) {
-                    Some(p) => {
-                        watches.push(p.watch());
-                        let limit = (fp.max_bytes.max(0) as usize).min(budget.max(1));
-                        p.read(fp.offset, limit).await
+            // Read every partition at once (their disk reads overlap), then
+            // apply the response budget in request order, as Kafka does: the
+            // first partition with data always gets at least one batch.
+            let reads = join_all(parts.iter().map(|(_, fp)| {
+                let part = self.partition(&fp.topic, fp.partition);
+                if let Some(p) = &part {
+                    watches.push(p.watch());
+                }
+                let limit = (fp.max_bytes.max(0) as usize).min(max_bytes.max(1) as usize);
+                async move {
+                    match part {
+                        Some(p) => p.read(fp.offset, limit).await,
+                        None => Err(KafkaError::unknown_partition(&fp.topic, fp.partition)),
                     }
-                    None => Err(KafkaError::unknown_partition(&fp.topic, fp.partition)),
-                };
-                match &r {
+                }
+            }))
+            .await;
+            let mut total = 0usize;
+            let mut errors = false;
+            for ((i, _), mut r) in parts.iter().zip(reads) {
+                match &mut r {
                     Ok(read) => {
+                        if total > 0 && total + read.records.len() > max_bytes.max(0) as usize {
+                            read.records = Bytes::new();
+                        }
                         total += read.records.len();
-                        budget = budget.saturating_sub(read.records.len());
                     }
                     Err(_) => errors = true,
                 }

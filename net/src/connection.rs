@@ -15,7 +15,7 @@ use glommio::net::TcpStream;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
 use weir_core::Shard;
 
-use crate::codec::{decode_request, encode_response, Decoded};
+use crate::codec::{decode_request, encode_response, encode_response_chunks, Decoded};
 use crate::handlers::{self, api_versions};
 
 /// Read buffer per connection.
@@ -34,17 +34,19 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         return;
     }
     let mut writer = unsafe { TcpStream::from_raw_fd(fd) };
-    let (tx, rx) = local_channel::new_bounded::<glommio::task::JoinHandle<Option<Bytes>>>(
+    let (tx, rx) = local_channel::new_bounded::<glommio::task::JoinHandle<Option<Vec<Bytes>>>>(
         shard.config.max_in_flight_per_connection,
     );
     let write_task = glommio::spawn_local(async move {
         while let Some(pending) = rx.recv().await {
-            let Some(Some(frame)) = pending.await else {
+            let Some(Some(chunks)) = pending.await else {
                 continue;
             };
-            if let Err(e) = writer.write_all(&frame).await {
-                log::debug!("write failed: {e}");
-                break;
+            for chunk in chunks {
+                if let Err(e) = writer.write_all(&chunk).await {
+                    log::debug!("write failed: {e}");
+                    return;
+                }
             }
         }
         let _ = writer.close().await;
@@ -79,12 +81,14 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                     let body = ResponseKind::ApiVersions(api_versions::response(
                         weir_core::ErrorCode::UnsupportedVersion.code(),
                     ));
-                    encode_response(ApiKey::ApiVersions, 0, correlation_id, &body).ok()
+                    encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)
+                        .ok()
+                        .map(|b| vec![b])
                 }
                 Decoded::Request(req) => {
                     let (key, version, cid) = (req.api_key, req.version, req.header.correlation_id);
                     let body = handlers::handle(&s, *req).await?;
-                    match encode_response(key, version, cid, &body) {
+                    match encode_response_chunks(key, version, cid, &body) {
                         Ok(b) => Some(b),
                         Err(e) => {
                             log::error!("{e}");

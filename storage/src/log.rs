@@ -9,6 +9,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use bytes::Bytes;
 use glommio::sync::Semaphore;
@@ -16,7 +17,7 @@ use glommio::sync::Semaphore;
 use crate::batch::{assign_offset, BatchHeader, BatchIter};
 use crate::producer_state::{ProducerStates, SequenceCheck};
 use crate::records::first_offset_at_or_after;
-use crate::segment::{log_path, snapshot_path, sync_dir, write_small_file, Segment};
+use crate::segment::{align_up, log_path, snapshot_path, sync_dir, write_small_file, Segment};
 use crate::StorageError;
 
 /// Settings of one partition's log (a topic's configs).
@@ -42,6 +43,9 @@ impl Default for LogConfig {
         }
     }
 }
+
+/// Space allocated ahead of a segment's end at a time.
+const PREALLOCATE_BYTES: u64 = 32 << 20;
 
 /// Where an append landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +87,17 @@ pub struct PartitionLog {
     flush_lock: Semaphore,
     /// Idempotent producers' recent sequences.
     producers: RefCell<ProducerStates>,
+    /// One read ahead for the latest sequential reader from disk.
+    readahead: RefCell<Option<ReadAhead>>,
+}
+
+/// Bytes being read ahead: the batches from `offset`, at `pos` in segment
+/// `seg_base`.
+struct ReadAhead {
+    offset: i64,
+    seg_base: i64,
+    pos: u64,
+    task: glommio::task::JoinHandle<Result<Bytes, StorageError>>,
 }
 
 impl PartitionLog {
@@ -167,6 +182,7 @@ impl PartitionLog {
             append_lock: Semaphore::new(1),
             flush_lock: Semaphore::new(1),
             producers: RefCell::new(producers),
+            readahead: RefCell::new(None),
         })
     }
 
@@ -250,7 +266,7 @@ impl PartitionLog {
             let copy = assign_offset(b, offset, now_ms);
             let header = BatchHeader::parse(&copy).expect("validated batch");
             let seg = st.segments.get_mut(&seg_base).expect("active segment");
-            seg.append(&copy, &header);
+            seg.append(copy.clone(), &header);
             producers.record(&header, now_ms);
             st.next_offset = offset + h.offset_count();
             stored.push((header, copy));
@@ -316,13 +332,27 @@ impl PartitionLog {
                 .filter(|s| s.dirty())
                 .map(|s| {
                     let (buf, pos, end) = s.prepare_flush();
-                    (s.base, s.file.clone(), buf, pos, end)
+                    let grow = (end > s.allocated).then(|| align_up(end) + PREALLOCATE_BYTES);
+                    (s.base, s.file.clone(), buf, pos, end, grow)
                 })
                 .collect();
             (jobs, st.next_offset)
         };
         let mut synced = Vec::with_capacity(jobs.len());
-        for (base, file, buf, pos, end) in jobs {
+        for (base, file, buf, pos, end, grow) in jobs {
+            if let Some(to) = grow {
+                // Allocate ahead so most writes neither allocate blocks nor
+                // change the file's size (which each fdatasync would then
+                // have to journal). Recovery stops at the zeros past the end.
+                match file.pre_allocate(to, false).await {
+                    Ok(()) => {
+                        if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
+                            seg.allocated = to;
+                        }
+                    }
+                    Err(e) => log::warn!("preallocating segment {base}: {e}"),
+                }
+            }
             let r = match file.write_at(buf, pos).await {
                 Ok(_) => file.fdatasync().await,
                 Err(e) => Err(e),
@@ -381,7 +411,7 @@ impl PartitionLog {
     pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, StorageError> {
         let mut offset = offset;
         loop {
-            let (file, pos, limit, seg_end, hw, start) = {
+            let (file, mut pos, limit, seg_end, hw, start, seg_base) = {
                 let st = self.state.borrow();
                 let (hw, start) = (st.durable_offset, st.log_start);
                 if offset < start || offset > hw {
@@ -412,6 +442,7 @@ impl PartitionLog {
                     seg.next_offset,
                     hw,
                     start,
+                    seg.base,
                 )
             };
             if offset >= seg_end {
@@ -421,7 +452,22 @@ impl PartitionLog {
             }
             let want = ((limit - pos) as usize)
                 .min(max_bytes.max(1) + 2 * crate::index::INDEX_INTERVAL_BYTES as usize);
-            let data = read_exact(&file, pos, want).await?;
+            // A sequential reader finds its next bytes already read ahead.
+            let ahead = self
+                .readahead
+                .borrow_mut()
+                .take()
+                .filter(|r| r.offset == offset && r.seg_base == seg_base);
+            let data = match ahead {
+                Some(r) => match r.task.await {
+                    Some(Ok(d)) if !d.is_empty() => {
+                        pos = r.pos;
+                        d
+                    }
+                    _ => read_exact(&file, pos, want).await?,
+                },
+                None => read_exact(&file, pos, want).await?,
+            };
             let mut first = None;
             let mut end = 0usize;
             for (at, h) in BatchIter::new(&data) {
@@ -434,6 +480,7 @@ impl PartitionLog {
                 }
                 end = at + h.total_len();
             }
+            let mut end_pos = pos + end as u64;
             let batches = match first {
                 Some(from) => data.slice(from..end),
                 None => {
@@ -444,6 +491,7 @@ impl PartitionLog {
                         if h.last_offset() >= offset {
                             let len = h.total_len().min((limit - pos) as usize - at);
                             whole = Some(read_exact(&file, pos + at as u64, len).await?);
+                            end_pos = pos + (at + len) as u64;
                             break;
                         }
                         at += h.total_len();
@@ -456,12 +504,42 @@ impl PartitionLog {
                     })?
                 }
             };
+            self.read_ahead(&batches, &file, seg_base, end_pos, limit, want);
             return Ok(ReadResult {
                 batches,
                 high_watermark: hw,
                 log_start: start,
             });
         }
+    }
+
+    /// Starts reading the bytes after `batches` (durable, in the same
+    /// segment), so the next sequential read overlaps this one's sending.
+    fn read_ahead(
+        &self,
+        batches: &Bytes,
+        file: &Rc<glommio::io::DmaFile>,
+        seg_base: i64,
+        end: u64,
+        limit: u64,
+        want: usize,
+    ) {
+        let Some((_, last)) = BatchIter::new(batches).last() else {
+            return;
+        };
+        let next_offset = last.last_offset() + 1;
+        if end >= limit {
+            return;
+        }
+        let len = want.min((limit - end) as usize);
+        let file = file.clone();
+        let task = glommio::spawn_local(async move { read_exact(&file, end, len).await }).detach();
+        *self.readahead.borrow_mut() = Some(ReadAhead {
+            offset: next_offset,
+            seg_base,
+            pos: end,
+            task,
+        });
     }
 
     /// The first offset whose record timestamp is at or after `ts`, with
@@ -585,16 +663,36 @@ impl PartitionLog {
     }
 }
 
+/// Direct reads are split into pieces of this size issued together: the
+/// device serves several queued 1 MiB reads faster than one large one
+/// (measured with dd: 1.2 GB/s against 0.7 GB/s for 10 MiB reads).
+const READ_PIECE: usize = 1 << 20;
+
 async fn read_exact(
     file: &glommio::io::DmaFile,
     pos: u64,
     len: usize,
 ) -> Result<Bytes, StorageError> {
-    let r = file
-        .read_at(pos, len)
-        .await
-        .map_err(|e| StorageError::Io(format!("reading at {pos}: {e}")))?;
-    Ok(Bytes::copy_from_slice(&r))
+    let err = |e: glommio::GlommioError<()>| StorageError::Io(format!("reading at {pos}: {e}"));
+    if len <= READ_PIECE {
+        let r = file.read_at(pos, len).await.map_err(err)?;
+        return Ok(Bytes::copy_from_slice(&r));
+    }
+    let reads = futures::future::join_all((0..len).step_by(READ_PIECE).map(|at| {
+        let n = READ_PIECE.min(len - at);
+        file.read_at(pos + at as u64, n)
+    }))
+    .await;
+    let mut out = bytes::BytesMut::with_capacity(len);
+    for r in reads {
+        let r = r.map_err(err)?;
+        let short = r.len() < READ_PIECE;
+        out.extend_from_slice(&r);
+        if short {
+            break;
+        }
+    }
+    Ok(out.freeze())
 }
 
 #[cfg(test)]

@@ -7,8 +7,11 @@
 //! file may therefore hold zero padding past the logical end; recovery stops
 //! at the first byte that is not a valid batch, and sealing truncates it.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+
+use bytes::Bytes;
 
 use glommio::io::{DmaFile, OpenOptions};
 
@@ -53,9 +56,10 @@ pub struct Segment {
     pub size: u64,
     /// Bytes known to be on disk and fdatasync'ed.
     pub durable_size: u64,
-    /// Bytes from `staged_from` (aligned) up to `size`.
-    staged: Vec<u8>,
-    staged_from: u64,
+    /// The file's length on disk, past `size` when space was preallocated.
+    pub allocated: u64,
+    /// Bytes from an aligned position up to `size`, not yet known durable.
+    staged: Staging,
     /// The offset after the last batch in the segment.
     pub next_offset: i64,
     pub index: OffsetIndex,
@@ -92,8 +96,8 @@ impl Segment {
             dir: dir.to_path_buf(),
             size: 0,
             durable_size: 0,
-            staged: Vec::new(),
-            staged_from: 0,
+            allocated: 0,
+            staged: Staging::default(),
             next_offset: base,
             index: OffsetIndex::default(),
             time_index: TimeIndex::default(),
@@ -129,8 +133,8 @@ impl Segment {
             dir: dir.to_path_buf(),
             size: 0,
             durable_size: 0,
-            staged: Vec::new(),
-            staged_from: 0,
+            allocated: 0,
+            staged: Staging::default(),
             next_offset: base,
             index: OffsetIndex::default(),
             time_index: TimeIndex::default(),
@@ -147,14 +151,15 @@ impl Segment {
         }
         seg.scan(file_size, producers, now_ms).await?;
         seg.durable_size = seg.size;
-        seg.staged_from = align_down(seg.size);
-        if seg.staged_from < seg.size {
+        seg.allocated = seg.size;
+        seg.staged.from = align_down(seg.size);
+        if seg.staged.from < seg.size {
             let tail = seg
                 .file
-                .read_at(seg.staged_from, (seg.size - seg.staged_from) as usize)
+                .read_at(seg.staged.from, (seg.size - seg.staged.from) as usize)
                 .await
                 .map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?;
-            seg.staged = tail.to_vec();
+            seg.staged.push(Bytes::copy_from_slice(&tail));
         }
         if file_size != seg.size {
             log::warn!(
@@ -201,8 +206,11 @@ impl Segment {
             dir: self.dir.clone(),
             size,
             durable_size: size,
-            staged: Vec::new(),
-            staged_from: align_down(size),
+            allocated: size,
+            staged: Staging {
+                from: align_down(size),
+                ..Staging::default()
+            },
             next_offset,
             index,
             time_index,
@@ -287,14 +295,15 @@ impl Segment {
         self.next_offset = h.last_offset() + 1;
     }
 
-    /// Stages a batch whose base offset is already assigned.
-    pub fn append(&mut self, batch: &[u8], h: &BatchHeader) {
+    /// Stages a batch whose base offset is already assigned. The bytes are
+    /// shared, not copied, until the flush copies them into its DMA buffer.
+    pub fn append(&mut self, batch: Bytes, h: &BatchHeader) {
         assert_eq!(h.base_offset, self.next_offset, "offsets must be dense");
         assert!(!self.sealed, "append to a sealed segment");
         self.note_batch(h, self.size);
-        self.staged.extend_from_slice(batch);
         self.size += batch.len() as u64;
-        debug_assert_eq!(self.staged_from + self.staged.len() as u64, self.size);
+        self.staged.push(batch);
+        debug_assert_eq!(self.staged.from + self.staged.len as u64, self.size);
     }
 
     /// Whether staged bytes wait to be written.
@@ -305,12 +314,12 @@ impl Segment {
     /// Takes a snapshot of the staged bytes as an aligned DMA buffer:
     /// (buffer, file position, logical end it makes durable).
     pub fn prepare_flush(&self) -> (glommio::io::DmaBuffer, u64, u64) {
-        let len = self.staged.len();
+        let len = self.staged.len;
         let mut buf = self.file.alloc_dma_buffer(align_up(len as u64) as usize);
         let bytes = buf.as_bytes_mut();
-        bytes[..len].copy_from_slice(&self.staged);
+        self.staged.copy_into(&mut bytes[..len]);
         bytes[len..].fill(0);
-        (buf, self.staged_from, self.size)
+        (buf, self.staged.from, self.size)
     }
 
     /// After the write and fdatasync of a snapshot ending at `end`: drop the
@@ -318,10 +327,7 @@ impl Segment {
     pub fn complete_flush(&mut self, end: u64) {
         assert!(end <= self.size && end >= self.durable_size);
         self.durable_size = end;
-        let new_from = align_down(end);
-        let drop = (new_from - self.staged_from) as usize;
-        self.staged.drain(..drop);
-        self.staged_from = new_from;
+        self.staged.advance_to(align_down(end));
     }
 
     /// Writes the index files and trims padding. Called once the segment is
@@ -347,7 +353,10 @@ impl Segment {
         tidx.extend_from_slice(&self.time_index.encode());
         write_small_file(&index_path(&self.dir, self.base), idx).await?;
         write_small_file(&time_index_path(&self.dir, self.base), tidx).await?;
-        self.staged = Vec::new();
+        self.staged = Staging {
+            from: align_down(self.size),
+            ..Staging::default()
+        };
         self.sealed = true;
         Ok(())
     }
@@ -366,6 +375,51 @@ impl Segment {
                 }
             }
         }
+    }
+}
+
+/// Bytes not yet known durable, from an aligned file position: the stored
+/// batches themselves (shared with the tail cache), and after a flush the
+/// partial last block, which the next flush writes again whole.
+#[derive(Default)]
+struct Staging {
+    from: u64,
+    chunks: VecDeque<Bytes>,
+    len: usize,
+}
+
+impl Staging {
+    fn push(&mut self, b: Bytes) {
+        self.len += b.len();
+        self.chunks.push_back(b);
+    }
+
+    fn copy_into(&self, out: &mut [u8]) {
+        assert_eq!(out.len(), self.len);
+        let mut at = 0;
+        for c in &self.chunks {
+            out[at..at + c.len()].copy_from_slice(c);
+            at += c.len();
+        }
+    }
+
+    /// Drops the bytes before `new_from` (now durable whole blocks).
+    fn advance_to(&mut self, new_from: u64) {
+        assert!(new_from >= self.from);
+        let mut drop = (new_from - self.from) as usize;
+        while drop > 0 {
+            let front = self.chunks.front_mut().expect("staged bytes to drop");
+            if front.len() <= drop {
+                drop -= front.len();
+                self.len -= front.len();
+                self.chunks.pop_front();
+            } else {
+                *front = front.slice(drop..);
+                self.len -= drop;
+                drop = 0;
+            }
+        }
+        self.from = new_from;
     }
 }
 

@@ -1,0 +1,45 @@
+//! librdkafka clients shared by the workloads.
+
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::types::RDKafkaErrorCode;
+
+/// Creates a topic; an existing one is fine.
+pub fn create_topic(brokers: &str, topic: &str, partitions: i32) -> Result<(), String> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .map_err(|e| e.to_string())?;
+    let results = futures_lite::future::block_on(admin.create_topics(
+        &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+    ))
+    .map_err(|e| e.to_string())?;
+    for r in results {
+        match r {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((t, e)) => return Err(format!("creating {t}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// The number of partitions of a topic.
+pub fn partitions(brokers: &str, topic: &str) -> Result<i32, String> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .map_err(|e| e.to_string())?;
+    let md = c
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .map_err(|e| e.to_string())?;
+    let t = md.topics().first().ok_or("no topic in metadata")?;
+    if t.partitions().is_empty() {
+        return Err(format!("topic {topic} has no partitions (does it exist?)"));
+    }
+    Ok(t.partitions().len() as i32)
+}

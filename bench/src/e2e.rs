@@ -1,0 +1,170 @@
+//! `e2e`: a producer at a fixed rate and a long-polling consumer. Reports the
+//! end-to-end latency (produce call to receipt; the send time travels in the
+//! payload) and the long-poll wake latency (ack to receipt).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use crate::report::{histogram, Report};
+
+#[derive(clap::Args)]
+pub struct E2eArgs {
+    #[arg(long)]
+    pub brokers: String,
+    #[arg(long)]
+    pub topic: String,
+    #[arg(long)]
+    pub create_topic: bool,
+    #[arg(long, default_value_t = 1)]
+    pub partitions: i32,
+    #[arg(long, default_value_t = 20_000)]
+    pub rate: u64,
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Nanoseconds since the run's clock started (shared by both sides).
+fn nanos(epoch: Instant) -> u64 {
+    epoch.elapsed().as_nanos() as u64
+}
+
+struct AckTimes {
+    epoch: Instant,
+    acked: Mutex<HashMap<u64, u64>>,
+}
+
+impl ClientContext for AckTimes {}
+
+impl ProducerContext for AckTimes {
+    type DeliveryOpaque = Box<u64>;
+    fn delivery(&self, result: &DeliveryResult<'_>, id: Box<u64>) {
+        if result.is_ok() {
+            let now = nanos(self.epoch);
+            self.acked.lock().expect("acks").insert(*id, now);
+        }
+    }
+}
+
+pub fn run(a: E2eArgs) -> Result<(), String> {
+    if a.create_topic {
+        crate::client::create_topic(&a.brokers, &a.topic, a.partitions)?;
+    }
+    let partitions = crate::client::partitions(&a.brokers, &a.topic)?;
+    let epoch = Instant::now();
+    let total = a.rate * a.seconds;
+
+    // The consumer starts at the current end of every partition.
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &a.brokers)
+        .set("group.id", "weir-bench-e2e")
+        .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "500")
+        .set("fetch.min.bytes", "1")
+        .create()
+        .map_err(|e| e.to_string())?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        let (_, high) = consumer
+            .fetch_watermarks(&a.topic, p, Duration::from_secs(10))
+            .map_err(|e| e.to_string())?;
+        tpl.add_partition_offset(&a.topic, p, Offset::Offset(high))
+            .map_err(|e| e.to_string())?;
+    }
+    consumer.assign(&tpl).map_err(|e| e.to_string())?;
+    let _ = consumer.poll(Duration::from_millis(200));
+
+    let receiver = std::thread::spawn(move || {
+        let mut received: HashMap<u64, (u64, u64)> = HashMap::new(); // id -> (sent, received)
+        let mut idle = Instant::now();
+        while (received.len() as u64) < total && idle.elapsed() < Duration::from_secs(10) {
+            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+                let now = nanos(epoch);
+                if let Some(p) = m.payload().filter(|p| p.len() >= 16) {
+                    let id = u64::from_be_bytes(p[0..8].try_into().expect("8 bytes"));
+                    let sent = u64::from_be_bytes(p[8..16].try_into().expect("8 bytes"));
+                    received.insert(id, (sent, now));
+                }
+                idle = Instant::now();
+            }
+        }
+        received
+    });
+
+    let ctx = AckTimes {
+        epoch,
+        acked: Mutex::new(HashMap::new()),
+    };
+    let producer: BaseProducer<AckTimes> = ClientConfig::new()
+        .set("bootstrap.servers", &a.brokers)
+        .set("acks", "all")
+        .set("linger.ms", "0")
+        .create_with_context(ctx)
+        .map_err(|e| e.to_string())?;
+    let mut payload = vec![0u8; a.size.max(16)];
+    let start = Instant::now();
+    for i in 0..total {
+        let due = start + Duration::from_nanos(i * 1_000_000_000 / a.rate.max(1));
+        while Instant::now() < due {
+            producer.poll(Duration::ZERO);
+            let left = due.saturating_duration_since(Instant::now());
+            if left > Duration::from_micros(200) {
+                std::thread::sleep(left - Duration::from_micros(100));
+            }
+        }
+        payload[0..8].copy_from_slice(&i.to_be_bytes());
+        payload[8..16].copy_from_slice(&nanos(epoch).to_be_bytes());
+        let mut record: BaseRecord<(), [u8], Box<u64>> =
+            BaseRecord::with_opaque_to(&a.topic, Box::new(i)).payload(&payload[..]);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, r)) => {
+                    record = r;
+                    producer.poll(Duration::from_millis(1));
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .map_err(|e| e.to_string())?;
+    let elapsed = start.elapsed();
+    let received = receiver
+        .join()
+        .map_err(|_| "the consumer thread panicked")?;
+    let acked = Arc::new(producer.context().acked.lock().expect("acks").clone());
+
+    let mut e2e = histogram();
+    let mut wake = histogram();
+    for (id, (sent, got)) in &received {
+        let _ = e2e.record(((got.saturating_sub(*sent)) / 1000).max(1));
+        if let Some(ack) = acked.get(id) {
+            let _ = wake.record(((got.saturating_sub(*ack)) / 1000).max(1));
+        }
+    }
+    if (received.len() as u64) < total {
+        eprintln!("only {} of {total} records were received", received.len());
+    }
+    Report {
+        workload: "e2e",
+        messages: received.len() as u64,
+        bytes: received.len() as u64 * a.size as u64,
+        elapsed,
+        latency: e2e,
+        extra: vec![("wake", wake)],
+    }
+    .print(a.json);
+    Ok(())
+}

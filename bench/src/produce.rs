@@ -1,0 +1,173 @@
+//! `produce`: producer throughput and the distribution of ack latency.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+
+use crate::report::{histogram, Progress, Report};
+
+#[derive(clap::Args, Clone)]
+pub struct ProduceArgs {
+    #[arg(long)]
+    pub brokers: String,
+    #[arg(long)]
+    pub topic: String,
+    /// Create the topic first (an existing one is used as it is).
+    #[arg(long)]
+    pub create_topic: bool,
+    #[arg(long, default_value_t = 4)]
+    pub partitions: i32,
+    #[arg(long, default_value_t = 1_000_000)]
+    pub messages: u64,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    /// 0, 1 or all.
+    #[arg(long, default_value = "all")]
+    pub acks: String,
+    #[arg(long, default_value = "none")]
+    pub compression: String,
+    /// Distinct keys (0: no keys).
+    #[arg(long, default_value_t = 0)]
+    pub keys: u64,
+    /// Producer clients, each on its own thread.
+    #[arg(long, default_value_t = 1)]
+    pub producers: u64,
+    #[arg(long, default_value_t = 5)]
+    pub linger_ms: u64,
+    #[arg(long, default_value_t = 1_000_000)]
+    pub batch_bytes: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Records each message's ack latency and counts failures.
+struct Acks {
+    latency: Mutex<Histogram<u64>>,
+    failed: std::sync::atomic::AtomicU64,
+}
+
+impl ClientContext for Acks {}
+
+impl ProducerContext for Acks {
+    type DeliveryOpaque = Box<Instant>;
+    fn delivery(&self, result: &DeliveryResult<'_>, sent: Box<Instant>) {
+        match result {
+            Ok(_) => {
+                let us = sent.elapsed().as_micros() as u64;
+                let _ = self.latency.lock().expect("histogram").record(us.max(1));
+            }
+            Err((e, _)) => {
+                if self
+                    .failed
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    == 0
+                {
+                    eprintln!("delivery failed: {e}");
+                }
+            }
+        }
+    }
+}
+
+pub fn producer_config(a: &ProduceArgs) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &a.brokers)
+        .set("acks", &a.acks)
+        .set("compression.type", &a.compression)
+        .set("linger.ms", a.linger_ms.to_string())
+        .set("batch.size", a.batch_bytes.to_string())
+        .set("queue.buffering.max.kbytes", "1048576")
+        .set("queue.buffering.max.messages", "1000000");
+    c
+}
+
+pub fn run(a: ProduceArgs) -> Result<(), String> {
+    if a.create_topic {
+        crate::client::create_topic(&a.brokers, &a.topic, a.partitions)?;
+    }
+    let value: Vec<u8> = (0..a.size).map(|i| (i * 31 % 251) as u8).collect();
+    let acks = Arc::new(Acks {
+        latency: Mutex::new(histogram()),
+        failed: Default::default(),
+    });
+    let start = Instant::now();
+    let per = a.messages / a.producers.max(1);
+    let threads: Vec<_> = (0..a.producers.max(1))
+        .map(|t| {
+            let (a, value, acks) = (a.clone(), value.clone(), acks.clone());
+            std::thread::spawn(move || -> Result<(), String> {
+                let ctx = Acks {
+                    latency: Mutex::new(histogram()),
+                    failed: Default::default(),
+                };
+                let p: BaseProducer<Acks> = producer_config(&a)
+                    .create_with_context(ctx)
+                    .map_err(|e| e.to_string())?;
+                let mut progress = Progress::new("produce");
+                for i in 0..per {
+                    let key = (a.keys > 0).then(|| ((t * per + i) % a.keys).to_string());
+                    let mut record = BaseRecord::with_opaque_to(&a.topic, Box::new(Instant::now()))
+                        .payload(&value);
+                    if let Some(k) = &key {
+                        record = record.key(k.as_str());
+                    }
+                    let mut record = record;
+                    loop {
+                        match p.send(record) {
+                            Ok(()) => break,
+                            Err((_, r)) => {
+                                record = r;
+                                p.poll(std::time::Duration::from_millis(1));
+                            }
+                        }
+                    }
+                    p.poll(std::time::Duration::ZERO);
+                    if t == 0 {
+                        progress.tick(i * a.producers, a.messages);
+                    }
+                }
+                p.flush(std::time::Duration::from_secs(120))
+                    .map_err(|e| e.to_string())?;
+                let ctx = p.context();
+                acks.latency
+                    .lock()
+                    .expect("histogram")
+                    .add(&*ctx.latency.lock().expect("histogram"))
+                    .map_err(|e| e.to_string())?;
+                acks.failed.fetch_add(
+                    ctx.failed.load(std::sync::atomic::Ordering::Relaxed),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                Ok(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().map_err(|_| "a producer thread panicked")??;
+    }
+    let elapsed = start.elapsed();
+    let failed = acks.failed.load(std::sync::atomic::Ordering::Relaxed);
+    let messages = per * a.producers.max(1) - failed;
+    if failed > 0 {
+        eprintln!("{failed} messages failed");
+    }
+    let latency = acks.latency.lock().expect("histogram").clone();
+    Report {
+        workload: "produce",
+        messages,
+        bytes: messages * a.size as u64,
+        elapsed,
+        latency,
+        extra: vec![],
+    }
+    .print(a.json);
+    if failed > 0 {
+        return Err(format!("{failed} messages were not delivered"));
+    }
+    Ok(())
+}
