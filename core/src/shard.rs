@@ -57,6 +57,8 @@ pub struct NewTopic {
 /// Counters of one shard's work (for `GET /stats`).
 #[derive(Debug, Default)]
 pub struct ShardStats {
+    /// Kafka requests received on this shard's connections.
+    pub requests: std::cell::Cell<u64>,
     pub produce_requests: std::cell::Cell<u64>,
     pub appended_bytes: std::cell::Cell<u64>,
     pub fetch_requests: std::cell::Cell<u64>,
@@ -68,6 +70,7 @@ pub struct ShardStats {
 pub struct ShardReport {
     pub shard: usize,
     pub partitions: usize,
+    pub requests: u64,
     pub produce_requests: u64,
     pub appended_bytes: u64,
     pub fetch_requests: u64,
@@ -119,6 +122,7 @@ impl Shard {
         ShardReport {
             shard: self.id,
             partitions: self.partition_count(),
+            requests: self.stats.requests.get(),
             produce_requests: self.stats.produce_requests.get(),
             appended_bytes: self.stats.appended_bytes.get(),
             fetch_requests: self.stats.fetch_requests.get(),
@@ -710,6 +714,24 @@ pub type Serving = Pin<Box<dyn Future<Output = Result<(), String>>>>;
 /// partitions it owns and then running `serve`. Returns once all are ready,
 /// or the first start-up error.
 pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
+    // Shards bind with SO_REUSEPORT, which would also let them share a port
+    // with another live process (say, a second node). A plain bind cannot
+    // tell that apart from connections of a previous run still closing, so
+    // ask the port itself: anyone answering means it is taken.
+    for (what, addr) in [("Kafka", config.kafka_addr), ("HTTP", config.http_addr)] {
+        let mut probe = addr;
+        if probe.ip().is_unspecified() {
+            probe.set_ip(match addr {
+                std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        if std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok() {
+            return Err(format!(
+                "cannot listen for {what} on {addr}: another process is listening there"
+            ));
+        }
+    }
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
         format!(
             "cannot create data directory {}: {e}",
@@ -735,7 +757,8 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
             ready_tx.clone(),
         );
         let builder = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(id % cpus))
-            .name(&format!("weir-shard-{id}"));
+            .name(&format!("weir-shard-{id}"))
+            .spin_before_park(config.spin_before_park);
         let handle = builder
             .spawn(move || async move {
                 let fail = |e: String| {
@@ -823,7 +846,20 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                 stopping.store(true, Ordering::Relaxed);
                 return Err(e);
             }
-            Err(_) => return Err("a shard exited during start-up".into()),
+            Err(_) => {
+                // An executor that could not be made (io_uring setup) ends
+                // its thread before our code runs: its handle has the error.
+                stopping.store(true, Ordering::Relaxed);
+                let why = handles
+                    .into_iter()
+                    .filter_map(|h| h.join().err())
+                    .map(|e| e.to_string())
+                    .next()
+                    .unwrap_or_else(|| "unknown error".into());
+                return Err(format!(
+                    "a shard could not start: {why} (io_uring needs locked memory: is `ulimit -l` at least 512 KiB?)"
+                ));
+            }
         }
     }
     Ok(Node { handles, stopping })

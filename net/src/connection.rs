@@ -74,6 +74,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                 break;
             }
         };
+        shard.stats.requests.set(shard.stats.requests.get() + 1);
         let s = shard.clone();
         let task = glommio::spawn_local(async move {
             match decoded {

@@ -163,6 +163,20 @@ impl PartitionLog {
         if segments.is_empty() {
             segments.insert(0, Segment::create(dir, 0, now_ms).await?);
         }
+        // A segment before the last that had to be scanned (its index files
+        // missing or wrong) gets them written again.
+        let last = *segments.keys().next_back().expect("a segment");
+        for seg in segments
+            .values_mut()
+            .filter(|s| s.base != last && !s.sealed)
+        {
+            log::info!(
+                "{}: rebuilt the indexes of segment {}",
+                dir.display(),
+                seg.base
+            );
+            seg.seal().await?;
+        }
         let log_start = *segments.keys().next().expect("a segment");
         let next_offset = segments
             .values()
@@ -339,6 +353,7 @@ impl PartitionLog {
             (jobs, st.next_offset)
         };
         let mut synced = Vec::with_capacity(jobs.len());
+        let t0 = std::time::Instant::now();
         for (base, file, buf, pos, end, grow) in jobs {
             if let Some(to) = grow {
                 // Allocate ahead so most writes neither allocate blocks nor
@@ -365,6 +380,12 @@ impl PartitionLog {
             }
             synced.push((base, end));
         }
+        log::trace!(
+            "flush of {} to {} took {:?}",
+            self.dir.display(),
+            target,
+            t0.elapsed()
+        );
         {
             let mut st = self.state.borrow_mut();
             st.failed = None;
@@ -770,7 +791,16 @@ mod tests {
             assert_eq!(log.max_timestamp(), Some((59, 1019)));
             log.close().await.unwrap();
             drop(log);
+            // A missing index is rebuilt (and written again).
+            let index = std::fs::read_dir(&d)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|x| x == "index"))
+                .expect("a sealed segment has an index file");
+            std::fs::remove_file(&index).unwrap();
             let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+            assert!(index.exists());
             assert_eq!(log.high_watermark(), 60);
             let r = log.read(0, 1).await.unwrap();
             assert_eq!(BatchIter::new(&r.batches).count(), 1);
