@@ -826,11 +826,13 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                         shard.enforce_retention();
                     }
                 }
+                // Stop taking requests, then sync what was appended and
+                // answer its producers, then stop serving other shards.
+                server.cancel().await;
                 shard.close_all().await;
                 for t in tasks {
                     t.cancel().await;
                 }
-                server.cancel().await;
                 log::info!("shard {id} stopped");
             })
             .map_err(|e| {
