@@ -2,56 +2,14 @@
 //! must answer each with a response that decodes at that version (an
 //! unencodable field would otherwise close the connection).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
-struct Node(Child, u16);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_node() -> Node {
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("versions-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let (kafka, http) = (free_port(), free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["serve", dir.to_str().unwrap(), "--cores", "2"])
-        .args([
-            "--kafka",
-            &format!("127.0.0.1:{kafka}"),
-            "--addr",
-            &format!("127.0.0.1:{http}"),
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    for line in lines.by_ref() {
-        if line.unwrap().contains("weir serving") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    Node(child, kafka)
-}
+mod common;
 
 /// Sends one request and decodes its response at the same version.
 fn call<Req: Encodable + HeaderVersion, Resp: Decodable + HeaderVersion>(
@@ -128,8 +86,8 @@ fn batch(value: &[u8]) -> Bytes {
 
 #[test]
 fn every_api_at_every_version() {
-    let node = start_node();
-    let mut s = TcpStream::connect(("127.0.0.1", node.1)).unwrap();
+    let node = common::start_node("versions");
+    let mut s = TcpStream::connect(node.bootstrap()).unwrap();
 
     let versions: ApiVersionsResponse = call(
         &mut s,

@@ -1,8 +1,6 @@
 //! The `rdkafka` crate (librdkafka 2.12 built from source, zstd enabled)
 //! against a running node: admin, produce with every codec, consume.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -13,67 +11,13 @@ use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
-struct Node {
-    child: Child,
-    bootstrap: String,
-    _dir: std::path::PathBuf,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts the node and waits for its "weir serving" line.
-fn start_node() -> Node {
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("rdkafka-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let (kafka, http) = (free_port(), free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["serve", dir.to_str().unwrap(), "--cores", "2"])
-        .args([
-            "--kafka",
-            &format!("127.0.0.1:{kafka}"),
-            "--addr",
-            &format!("127.0.0.1:{http}"),
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start weir");
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    loop {
-        match lines.next() {
-            Some(Ok(line)) if line.contains("weir serving") => break,
-            Some(Ok(_)) => continue,
-            _ => panic!("weir did not start"),
-        }
-    }
-    // Keep draining so the node never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Node {
-        child,
-        bootstrap: format!("127.0.0.1:{kafka}"),
-        _dir: dir,
-    }
-}
+mod common;
 
 #[test]
 fn rdkafka_produces_every_codec_and_consumes() {
-    let node = start_node();
+    let node = common::start_node("rdkafka");
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &node.bootstrap)
+        .set("bootstrap.servers", node.bootstrap())
         .create()
         .unwrap();
     let created = futures::executor::block_on(admin.create_topics(
@@ -86,7 +30,7 @@ fn rdkafka_produces_every_codec_and_consumes() {
     let mut sent = Vec::new();
     for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
         let producer: FutureProducer = ClientConfig::new()
-            .set("bootstrap.servers", &node.bootstrap)
+            .set("bootstrap.servers", node.bootstrap())
             .set("compression.type", codec)
             .set("linger.ms", "5")
             .create()
@@ -117,7 +61,7 @@ fn rdkafka_produces_every_codec_and_consumes() {
     }
 
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &node.bootstrap)
+        .set("bootstrap.servers", node.bootstrap())
         .set("group.id", "rs-reader")
         .set("enable.auto.commit", "false")
         .create()

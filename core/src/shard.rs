@@ -445,26 +445,24 @@ impl Shard {
 
     // ---- catalog -------------------------------------------------------
 
-    /// Creates topics (through the catalog shard). `validate_only` checks
-    /// without creating.
-    pub async fn create_topics(
+    /// Runs one catalog change on the catalog shard: `change` edits a copy
+    /// of the catalog and says per item what happened, and whether anything
+    /// changed; if so the copy is saved and installed on every shard before
+    /// the answers return. Changes are serialised by the catalog lock.
+    async fn change_catalog<T, F>(
         self: &Rc<Self>,
-        topics: Vec<NewTopic>,
-        validate_only: bool,
-    ) -> Vec<Result<TopicMeta, KafkaError>> {
-        let n = topics.len();
+        items: usize,
+        change: F,
+    ) -> Vec<Result<T, KafkaError>>
+    where
+        T: Clone + Send + 'static,
+        F: FnOnce(&Shard, &mut Catalog) -> (Vec<Result<T, KafkaError>>, bool) + Send + 'static,
+    {
         self.invoke_on(CATALOG_SHARD, move |s| async move {
             let _lock = s.catalog_lock.acquire_permit(1).await.expect("open");
             let mut cat = (*s.catalog()).clone();
-            let mut results = Vec::new();
-            for t in topics {
-                results.push(s.plan_topic(&cat, t).inspect(|meta| {
-                    if !validate_only {
-                        cat.topics.insert(meta.name.clone(), meta.clone());
-                    }
-                }));
-            }
-            if !validate_only && results.iter().any(|r| r.is_ok()) {
+            let (results, changed) = change(&s, &mut cat);
+            if changed {
                 if let Err(e) = s.commit_catalog(cat).await {
                     return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
                 }
@@ -472,7 +470,30 @@ impl Shard {
             results
         })
         .await
-        .unwrap_or_else(|e| vec![Err(e); n])
+        .unwrap_or_else(|e| vec![Err(e); items])
+    }
+
+    /// Creates topics. `validate_only` checks without creating.
+    pub async fn create_topics(
+        self: &Rc<Self>,
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+    ) -> Vec<Result<TopicMeta, KafkaError>> {
+        self.change_catalog(topics.len(), move |s, cat| {
+            let results: Vec<_> = topics
+                .into_iter()
+                .map(|t| {
+                    s.plan_topic(cat, t).inspect(|meta| {
+                        if !validate_only {
+                            cat.topics.insert(meta.name.clone(), meta.clone());
+                        }
+                    })
+                })
+                .collect();
+            let changed = !validate_only && results.iter().any(|r| r.is_ok());
+            (results, changed)
+        })
+        .await
     }
 
     fn plan_topic(&self, cat: &Catalog, t: NewTopic) -> Result<TopicMeta, KafkaError> {
@@ -524,37 +545,22 @@ impl Shard {
         self: &Rc<Self>,
         names: Vec<String>,
     ) -> Vec<Result<[u8; 16], KafkaError>> {
-        let n = names.len();
-        self.invoke_on(CATALOG_SHARD, move |s| async move {
-            let _lock = s.catalog_lock.acquire_permit(1).await.expect("open");
-            let mut cat = (*s.catalog()).clone();
-            let mut removed = Vec::new();
+        self.change_catalog(names.len(), move |_, cat| {
             let results: Vec<_> = names
                 .iter()
-                .map(|name| match cat.topics.remove(name) {
-                    Some(t) => {
-                        let id = t.id;
-                        removed.push(t);
-                        Ok(id)
-                    }
-                    None => Err(KafkaError::new(
-                        ErrorCode::UnknownTopicOrPartition,
-                        format!("topic {name:?} does not exist"),
-                    )),
+                .map(|name| {
+                    cat.topics.remove(name).map(|t| t.id).ok_or_else(|| {
+                        KafkaError::new(
+                            ErrorCode::UnknownTopicOrPartition,
+                            format!("topic {name:?} does not exist"),
+                        )
+                    })
                 })
                 .collect();
-            if !removed.is_empty() {
-                if let Err(e) = s.commit_catalog(cat).await {
-                    return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
-                }
-                for t in removed {
-                    let _ = std::fs::remove_dir_all(t.topic_dir(&s.config.data_dir));
-                }
-            }
-            results
+            let changed = results.iter().any(|r| r.is_ok());
+            (results, changed)
         })
         .await
-        .unwrap_or_else(|e| vec![Err(e); n])
     }
 
     /// Grows topics to `count` partitions.
@@ -563,10 +569,7 @@ impl Shard {
         items: Vec<(String, i32)>,
         validate_only: bool,
     ) -> Vec<Result<(), KafkaError>> {
-        let n = items.len();
-        self.invoke_on(CATALOG_SHARD, move |s| async move {
-            let _lock = s.catalog_lock.acquire_permit(1).await.expect("open");
-            let mut cat = (*s.catalog()).clone();
+        self.change_catalog(items.len(), move |s, cat| {
             let results: Vec<_> = items
                 .into_iter()
                 .map(|(name, count)| {
@@ -588,21 +591,17 @@ impl Shard {
                     Ok(())
                 })
                 .collect();
-            if !validate_only && results.iter().any(|r| r.is_ok()) {
-                if let Err(e) = s.commit_catalog(cat).await {
-                    return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
-                }
-            }
-            results
+            let changed = !validate_only && results.iter().any(|r| r.is_ok());
+            (results, changed)
         })
         .await
-        .unwrap_or_else(|e| vec![Err(e); n])
     }
 
     /// Saves a new catalog and installs it on every shard (which opens or
     /// drops its partitions) before returning. Catalog shard only.
     async fn commit_catalog(self: &Rc<Self>, mut cat: Catalog) -> Result<(), KafkaError> {
         assert_eq!(self.id, CATALOG_SHARD);
+        let old = self.catalog();
         cat.version += 1;
         cat.save(&self.config.data_dir)
             .map_err(|e| KafkaError::new(ErrorCode::KafkaStorageError, e))?;
@@ -613,6 +612,16 @@ impl Shard {
         });
         for r in join_all(installs).await {
             r??;
+        }
+        // Every shard dropped its partitions of deleted topics; the topics'
+        // directories go too (only those the previous catalog named).
+        for t in old.topics.values() {
+            if cat.topic(&t.name).map(|n| n.id) != Some(t.id) {
+                let dir = t.topic_dir(&self.config.data_dir);
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    log::warn!("removing {}: {e}", dir.display());
+                }
+            }
         }
         Ok(())
     }

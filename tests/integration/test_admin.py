@@ -53,6 +53,9 @@ def test_create_describe_grow_delete(node):
 
     a.delete_topics(["adm"])["adm"].result(10)
     assert "adm" not in a.list_topics(timeout=10).topics
+    import os
+    topics_dir = os.path.join(node.data_dir, "topics")
+    assert not [d for d in os.listdir(topics_dir) if d.startswith("adm~")], "the topic's files are gone"
     assert error_of(a.delete_topics(["adm"])["adm"]).code() == 3
     # The name can be used again, empty.
     a.create_topics([NewTopic("adm", 1, 1)])["adm"].result(10)

@@ -1,0 +1,65 @@
+//! Shared by the Rust integration tests: a real node as a child process.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// A running `weir serve`, killed when dropped.
+pub struct Node {
+    child: Child,
+    kafka_port: u16,
+}
+
+impl Node {
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.kafka_port)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts a two-shard node in a fresh directory named `name` and waits for
+/// its "weir serving" line.
+pub fn start_node(name: &str) -> Node {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (kafka, http) = (free_port(), free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", dir.to_str().unwrap(), "--cores", "2"])
+        .args([
+            "--kafka",
+            &format!("127.0.0.1:{kafka}"),
+            "--addr",
+            &format!("127.0.0.1:{http}"),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start weir");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(line)) if line.contains("weir serving") => break,
+            Some(Ok(_)) => continue,
+            _ => panic!("weir did not start"),
+        }
+    }
+    // Keep draining so the node never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Node {
+        child,
+        kafka_port: kafka,
+    }
+}
