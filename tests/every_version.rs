@@ -220,6 +220,23 @@ fn every_api_at_every_version() {
             .any(|c| &*c.name == "retention.ms"));
     }
 
+    for v in range(ApiKey::IncrementalAlterConfigs) {
+        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            incremental_alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("ct-2"))
+                .with_configs(vec![
+                    incremental_alter_configs_request::AlterableConfig::default()
+                        .with_name(StrBytes::from_static_str("retention.ms"))
+                        .with_config_operation(0)
+                        .with_value(Some(StrBytes::from_string(format!("{}", 1000 + v)))),
+                ]),
+        ]);
+        let r: IncrementalAlterConfigsResponse =
+            call(&mut s, ApiKey::IncrementalAlterConfigs, v, &req);
+        assert_eq!(r.responses[0].error_code, 0, "IncrementalAlterConfigs v{v}");
+    }
+
     for v in range(ApiKey::CreatePartitions) {
         let req = CreatePartitionsRequest::default().with_topics(vec![
             create_partitions_request::CreatePartitionsTopic::default()

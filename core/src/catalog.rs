@@ -78,6 +78,17 @@ impl TopicConfig {
         Ok(())
     }
 
+    /// Puts one config back to its default.
+    pub fn reset(&mut self, name: &str) -> Result<(), KafkaError> {
+        let default = TopicConfig::default().get(name).ok_or_else(|| {
+            KafkaError::new(
+                ErrorCode::InvalidConfig,
+                format!("unknown topic config {name}"),
+            )
+        })?;
+        self.set(name, &default)
+    }
+
     /// The value of a config by its Kafka name.
     pub fn get(&self, name: &str) -> Option<String> {
         Some(match name {

@@ -597,6 +597,50 @@ impl Shard {
         .await
     }
 
+    /// Changes topics' configs (IncrementalAlterConfigs): per topic a list of
+    /// (config name, operation, value) with Kafka's operations 0 SET and
+    /// 1 DELETE (back to the default). A topic's changes apply all or none.
+    pub async fn alter_topic_configs(
+        self: &Rc<Self>,
+        items: Vec<(String, Vec<(String, i8, Option<String>)>)>,
+        validate_only: bool,
+    ) -> Vec<Result<(), KafkaError>> {
+        self.change_catalog(items.len(), move |_, cat| {
+            let mut changed = false;
+            let results: Vec<_> = items
+                .into_iter()
+                .map(|(name, ops)| {
+                    let t = cat.topics.get_mut(&name).ok_or_else(|| {
+                        KafkaError::new(ErrorCode::UnknownTopicOrPartition, format!("topic {name:?} does not exist"))
+                    })?;
+                    let mut config = t.config;
+                    for (key, op, value) in ops {
+                        match (op, value) {
+                            (0, Some(v)) => config.set(&key, &v)?,
+                            (0, None) => {
+                                return Err(KafkaError::new(ErrorCode::InvalidConfig, format!("SET of {key} has no value")))
+                            }
+                            (1, _) => config.reset(&key)?,
+                            (op, _) => {
+                                return Err(KafkaError::new(
+                                    ErrorCode::InvalidConfig,
+                                    format!("operation {op} on {key}: only SET (0) and DELETE (1) apply to these configs"),
+                                ))
+                            }
+                        }
+                    }
+                    if !validate_only && config != t.config {
+                        t.config = config;
+                        changed = true;
+                    }
+                    Ok(())
+                })
+                .collect();
+            (results, changed)
+        })
+        .await
+    }
+
     /// Saves a new catalog and installs it on every shard (which opens or
     /// drops its partitions) before returning. Catalog shard only.
     async fn commit_catalog(self: &Rc<Self>, mut cat: Catalog) -> Result<(), KafkaError> {

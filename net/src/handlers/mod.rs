@@ -17,6 +17,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
@@ -57,6 +58,11 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
         init_producer_id::MIN,
         init_producer_id::MAX,
     ),
+    (
+        ApiKey::IncrementalAlterConfigs,
+        incremental_alter_configs::MIN,
+        incremental_alter_configs::MAX,
+    ),
 ];
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -95,6 +101,9 @@ pub async fn handle(shard: &Rc<Shard>, req: Request) -> Option<ResponseKind> {
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(shard, r, v))
         }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            incremental_alter_configs::handle(shard, r, v).await,
+        ),
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(shard, r, v).await)
         }

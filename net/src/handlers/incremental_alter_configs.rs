@@ -1,0 +1,66 @@
+//! IncrementalAlterConfigs (key 44): set or reset a topic's configs
+//! (`retention.ms`, `retention.bytes`, `max.message.bytes`, `segment.bytes`,
+//! `segment.ms`); they take effect on the partitions at once.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
+use weir_core::{ErrorCode, Shard};
+
+use super::{error_parts, str};
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 1;
+
+const RESOURCE_TOPIC: i8 = 2;
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: IncrementalAlterConfigsRequest,
+    _version: i16,
+) -> IncrementalAlterConfigsResponse {
+    let mut topics = Vec::new();
+    let mut order = Vec::new(); // (type, name, index into topics or None)
+    for r in req.resources {
+        if r.resource_type == RESOURCE_TOPIC {
+            order.push((r.resource_type, r.resource_name.clone(), Some(topics.len())));
+            let ops = r
+                .configs
+                .into_iter()
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        c.config_operation,
+                        c.value.map(|v| v.to_string()),
+                    )
+                })
+                .collect();
+            topics.push((r.resource_name.to_string(), ops));
+        } else {
+            order.push((r.resource_type, r.resource_name, None));
+        }
+    }
+    let results = shard.alter_topic_configs(topics, req.validate_only).await;
+    let responses = order
+        .into_iter()
+        .map(|(kind, name, i)| {
+            let out = AlterConfigsResourceResponse::default()
+                .with_resource_type(kind)
+                .with_resource_name(name);
+            match i.map(|i| &results[i]) {
+                Some(Ok(())) => out,
+                Some(Err(e)) => {
+                    let (code, message) = error_parts(e);
+                    out.with_error_code(code).with_error_message(message)
+                }
+                None => out
+                    .with_error_code(ErrorCode::InvalidRequest.code())
+                    .with_error_message(Some(str(&format!(
+                        "resource type {kind} has no configs to alter on this node"
+                    )))),
+            }
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
