@@ -78,6 +78,15 @@ pub struct ShardReport {
     pub cache_bytes: usize,
 }
 
+/// One config change of an IncrementalAlterConfigs request.
+#[derive(Debug, Clone)]
+pub struct ConfigChange {
+    pub name: String,
+    /// Kafka's operation: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
+    pub op: i8,
+    pub value: Option<String>,
+}
+
 /// Per-shard state. Lives on shard `id`, reached from elsewhere only
 /// through `invoke_on`.
 pub struct Shard {
@@ -602,7 +611,7 @@ impl Shard {
     /// 1 DELETE (back to the default). A topic's changes apply all or none.
     pub async fn alter_topic_configs(
         self: &Rc<Self>,
-        items: Vec<(String, Vec<(String, i8, Option<String>)>)>,
+        items: Vec<(String, Vec<ConfigChange>)>,
         validate_only: bool,
     ) -> Vec<Result<(), KafkaError>> {
         self.change_catalog(items.len(), move |_, cat| {
@@ -614,7 +623,7 @@ impl Shard {
                         KafkaError::new(ErrorCode::UnknownTopicOrPartition, format!("topic {name:?} does not exist"))
                     })?;
                     let mut config = t.config;
-                    for (key, op, value) in ops {
+                    for ConfigChange { name: key, op, value } in ops {
                         match (op, value) {
                             (0, Some(v)) => config.set(&key, &v)?,
                             (0, None) => {

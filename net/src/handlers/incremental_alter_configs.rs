@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
+use weir_core::shard::ConfigChange;
 use weir_core::{ErrorCode, Shard};
 
 use super::{error_parts, str};
