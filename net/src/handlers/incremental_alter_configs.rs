@@ -29,12 +29,10 @@ pub async fn handle(
             let ops = r
                 .configs
                 .into_iter()
-                .map(|c| {
-                    (
-                        c.name.to_string(),
-                        c.config_operation,
-                        c.value.map(|v| v.to_string()),
-                    )
+                .map(|c| ConfigChange {
+                    name: c.name.to_string(),
+                    op: c.config_operation,
+                    value: c.value.map(|v| v.to_string()),
                 })
                 .collect();
             topics.push((r.resource_name.to_string(), ops));
