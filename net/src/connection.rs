@@ -21,6 +21,24 @@ use crate::handlers::{self, api_versions};
 /// Read buffer per connection.
 const READ_BUFFER_BYTES: usize = 64 << 10;
 
+/// Memory for a frame is taken as its bytes arrive, this much at a time, so
+/// a client that announces a large frame and sends nothing holds little.
+const FRAME_GROWTH: usize = 1 << 20;
+
+async fn read_frame<R: futures_lite::AsyncRead + Unpin>(
+    reader: &mut R,
+    len: usize,
+) -> std::io::Result<BytesMut> {
+    let mut frame = BytesMut::zeroed(len.min(FRAME_GROWTH));
+    reader.read_exact(&mut frame).await?;
+    while frame.len() < len {
+        let at = frame.len();
+        frame.resize(len.min(at + FRAME_GROWTH), 0);
+        reader.read_exact(&mut frame[at..]).await?;
+    }
+    Ok(frame)
+}
+
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let peer = stream
         .peer_addr()
@@ -63,10 +81,9 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             log::warn!("{peer}: closing: a frame of {len} bytes (the limit is {max})");
             break;
         }
-        let mut frame = BytesMut::zeroed(len as usize);
-        if reader.read_exact(&mut frame).await.is_err() {
+        let Ok(frame) = read_frame(&mut reader, len as usize).await else {
             break;
-        }
+        };
         let decoded = match decode_request(frame.freeze()) {
             Ok(d) => d,
             Err(e) => {
