@@ -220,6 +220,25 @@ fn every_api_at_every_version() {
             .any(|c| &*c.name == "retention.ms"));
     }
 
+    for v in range(ApiKey::DeleteRecords) {
+        let req = DeleteRecordsRequest::default().with_topics(vec![
+            delete_records_request::DeleteRecordsTopic::default()
+                .with_name(name("ct-2"))
+                .with_partitions(vec![
+                    delete_records_request::DeleteRecordsPartition::default()
+                        .with_partition_index(0)
+                        .with_offset(1 + v as i64),
+                ]),
+        ]);
+        let r: DeleteRecordsResponse = call(&mut s, ApiKey::DeleteRecords, v, &req);
+        let p = &r.topics[0].partitions[0];
+        assert_eq!(
+            (p.error_code, p.low_watermark),
+            (0, 1 + v as i64),
+            "DeleteRecords v{v}"
+        );
+    }
+
     for v in range(ApiKey::IncrementalAlterConfigs) {
         let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
             incremental_alter_configs_request::AlterConfigsResource::default()

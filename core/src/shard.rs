@@ -431,6 +431,45 @@ impl Shard {
         out
     }
 
+    /// DeleteRecords for partitions wherever they live: each moves its log
+    /// start to the given offset (-1: the high watermark); answers the new
+    /// low watermark.
+    pub async fn delete_records(
+        self: &Rc<Self>,
+        items: Vec<(usize, String, i32, i64)>,
+    ) -> Vec<(usize, Result<i64, KafkaError>)> {
+        let catalog = self.catalog();
+        let mut out = Vec::new();
+        let mut routed = Vec::new();
+        for (i, topic, partition, offset) in items {
+            match catalog.shard_for(&topic, partition) {
+                Some(shard) => routed.push((shard, (i, topic, partition, offset))),
+                None => out.push((i, Err(KafkaError::unknown_partition(&topic, partition)))),
+            }
+        }
+        for a in self
+            .scatter(routed, |s, group| async move {
+                group
+                    .into_iter()
+                    .map(|(i, topic, partition, offset)| {
+                        let r = s
+                            .partition(&topic, partition)
+                            .ok_or_else(|| KafkaError::unknown_partition(&topic, partition))
+                            .and_then(|p| Ok(p.log.delete_records_before(offset)?));
+                        (i, r)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await
+        {
+            match a {
+                Ok(v) => out.extend(v),
+                Err(e) => log::error!("delete records hop failed: {e}"),
+            }
+        }
+        out
+    }
+
     async fn list_offset_local(
         &self,
         topic: &str,

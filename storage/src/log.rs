@@ -177,7 +177,14 @@ impl PartitionLog {
             );
             seg.seal().await?;
         }
-        let log_start = *segments.keys().next().expect("a segment");
+        // DeleteRecords may have moved the start inside the first segment.
+        let first = *segments.keys().next().expect("a segment");
+        let next = segments
+            .values()
+            .next_back()
+            .expect("a segment")
+            .next_offset;
+        let log_start = read_log_start(dir).map_or(first, |saved| saved.clamp(first, next));
         let next_offset = segments
             .values()
             .next_back()
@@ -655,9 +662,46 @@ impl PartitionLog {
             total -= seg.size;
             seg.remove_files();
             removed += 1;
-            st.log_start = *st.segments.keys().next().expect("a segment");
+            st.log_start = st
+                .log_start
+                .max(*st.segments.keys().next().expect("a segment"));
         }
         removed
+    }
+
+    /// DeleteRecords: moves the log start to `offset` (the high watermark
+    /// for -1), durably, and drops the segments wholly before it. Returns
+    /// the new log start.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64, StorageError> {
+        let (hw, start) = {
+            let st = self.state.borrow();
+            (st.durable_offset, st.log_start)
+        };
+        let offset = if offset == -1 { hw } else { offset };
+        if offset < 0 || offset > hw {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: start,
+                high_watermark: hw,
+            });
+        }
+        if offset <= start {
+            return Ok(start);
+        }
+        write_log_start(&self.dir, offset)?;
+        let mut st = self.state.borrow_mut();
+        st.log_start = offset;
+        // Whole segments before the new start go now; the rest stays
+        // readable from the start on.
+        while st.segments.len() > 1 {
+            let oldest = st.segments.values().next().expect("a segment");
+            if !oldest.sealed || oldest.next_offset > offset {
+                break;
+            }
+            let base = oldest.base;
+            st.segments.remove(&base).expect("segment").remove_files();
+        }
+        Ok(offset)
     }
 
     /// Forgets idempotent producers idle longer than `max_idle_ms`.
@@ -682,6 +726,34 @@ impl PartitionLog {
             log::warn!("removing {}: {e}", self.dir.display());
         }
     }
+}
+
+/// Where a log start moved by DeleteRecords is kept.
+fn log_start_path(dir: &Path) -> PathBuf {
+    dir.join("log-start")
+}
+
+fn read_log_start(dir: &Path) -> Option<i64> {
+    std::fs::read_to_string(log_start_path(dir))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Writes the log start durably (temporary file, fsync, rename, fsync dir).
+fn write_log_start(dir: &Path, offset: i64) -> Result<(), StorageError> {
+    use std::io::Write;
+    let tmp = dir.join("log-start.tmp");
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(offset.to_string().as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, log_start_path(dir))
+    };
+    write()
+        .map_err(|e| StorageError::Io(format!("saving the log start in {}: {e}", dir.display())))?;
+    sync_dir(dir)
 }
 
 /// Direct reads are split into pieces of this size issued together: the
@@ -870,6 +942,49 @@ mod tests {
             ));
             let (a, _) = log.append(&producer_batch(9, 0, 20, 1), 1).await.unwrap();
             assert_eq!(a.base_offset, 20);
+        });
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn delete_records_moves_start_durably() {
+        let dir = tmpdir("delete-records");
+        let d = dir.clone();
+        run(move || async move {
+            std::fs::create_dir_all(&d).unwrap();
+            crate::segment::prepare_direct_io(&d).await.unwrap();
+            let cfg = LogConfig {
+                segment_bytes: 200,
+                ..LogConfig::default()
+            };
+            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+            for _ in 0..10 {
+                log.append(&batches(2, 1), 1).await.unwrap();
+                log.flush().await.unwrap();
+            }
+            assert_eq!(log.delete_records_before(7).unwrap(), 7);
+            assert!(matches!(
+                log.read(6, 100).await,
+                Err(StorageError::OffsetOutOfRange { .. })
+            ));
+            // The batch holding 7 starts at 6: it is returned whole, as Kafka does.
+            assert_eq!(
+                BatchHeader::parse(&log.read(7, 100).await.unwrap().batches)
+                    .unwrap()
+                    .base_offset,
+                6
+            );
+            assert!(log.delete_records_before(21).is_err());
+            assert_eq!(
+                log.delete_records_before(3).unwrap(),
+                7,
+                "the start never moves back"
+            );
+            log.close().await.unwrap();
+            drop(log);
+            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+            assert_eq!(log.log_start(), 7);
+            assert_eq!(log.delete_records_before(-1).unwrap(), 20);
         });
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -12,6 +12,7 @@ use crate::codec::Request;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -59,6 +60,11 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
         init_producer_id::MAX,
     ),
     (
+        ApiKey::DeleteRecords,
+        delete_records::MIN,
+        delete_records::MAX,
+    ),
+    (
         ApiKey::IncrementalAlterConfigs,
         incremental_alter_configs::MIN,
         incremental_alter_configs::MAX,
@@ -100,6 +106,9 @@ pub async fn handle(shard: &Rc<Shard>, req: Request) -> Option<ResponseKind> {
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(shard, r, v))
+        }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(delete_records::handle(shard, r, v).await)
         }
         RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
             incremental_alter_configs::handle(shard, r, v).await,
