@@ -811,17 +811,29 @@ mod tests {
         d
     }
 
+    /// Runs `f` on an executor with a fresh log directory ready for direct
+    /// I/O, and removes the directory afterwards.
+    fn in_log_dir<F: std::future::Future<Output = ()> + 'static>(
+        name: &str,
+        f: impl FnOnce(PathBuf) -> F + Send + 'static,
+    ) {
+        let dir = tmpdir(name);
+        let d = dir.clone();
+        run(move || async move {
+            std::fs::create_dir_all(&d).unwrap();
+            crate::segment::prepare_direct_io(&d).await.unwrap();
+            f(d).await
+        });
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     fn batches(count: i32, ts: i64) -> Vec<(BatchHeader, Bytes)> {
         split_produced(&Bytes::from(make_batch(count, ts, 0))).unwrap()
     }
 
     #[test]
     fn append_flush_read_reopen() {
-        let dir = tmpdir("basic");
-        let d = dir.clone();
-        run(move || async move {
-            std::fs::create_dir_all(&d).unwrap();
-            crate::segment::prepare_direct_io(&d).await.unwrap();
+        in_log_dir("basic", |d| async move {
             let cfg = LogConfig {
                 segment_bytes: 300,
                 ..LogConfig::default()
@@ -893,7 +905,6 @@ mod tests {
             let (a, _) = log.append(&batches(1, 1), 1).await.unwrap();
             assert_eq!(a.base_offset, 57);
         });
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     /// A batch from an idempotent producer.
@@ -909,11 +920,7 @@ mod tests {
 
     #[test]
     fn producer_state_survives_rolls_and_reopen() {
-        let dir = tmpdir("producers");
-        let d = dir.clone();
-        run(move || async move {
-            std::fs::create_dir_all(&d).unwrap();
-            crate::segment::prepare_direct_io(&d).await.unwrap();
+        in_log_dir("producers", |d| async move {
             // Small segments: the producer's batches span several, so the
             // state must come from a roll snapshot plus the active segment.
             let cfg = LogConfig {
@@ -943,16 +950,11 @@ mod tests {
             let (a, _) = log.append(&producer_batch(9, 0, 20, 1), 1).await.unwrap();
             assert_eq!(a.base_offset, 20);
         });
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
     fn delete_records_moves_start_durably() {
-        let dir = tmpdir("delete-records");
-        let d = dir.clone();
-        run(move || async move {
-            std::fs::create_dir_all(&d).unwrap();
-            crate::segment::prepare_direct_io(&d).await.unwrap();
+        in_log_dir("delete-records", |d| async move {
             let cfg = LogConfig {
                 segment_bytes: 200,
                 ..LogConfig::default()
@@ -986,16 +988,11 @@ mod tests {
             assert_eq!(log.log_start(), 7);
             assert_eq!(log.delete_records_before(-1).unwrap(), 20);
         });
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
     fn retention_by_bytes_moves_start() {
-        let dir = tmpdir("retention");
-        let d = dir.clone();
-        run(move || async move {
-            std::fs::create_dir_all(&d).unwrap();
-            crate::segment::prepare_direct_io(&d).await.unwrap();
+        in_log_dir("retention", |d| async move {
             let cfg = LogConfig {
                 segment_bytes: 200,
                 retention_bytes: 400,
@@ -1021,6 +1018,5 @@ mod tests {
                 start
             );
         });
-        let _ = std::fs::remove_dir_all(dir);
     }
 }
