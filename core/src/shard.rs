@@ -199,67 +199,91 @@ impl Shard {
 
     // ---- produce -------------------------------------------------------
 
-    /// Appends to partitions wherever they live. Items carry the caller's
-    /// index so answers can be matched up.
-    pub async fn produce(
+    /// Runs `op` on each partition named in `items`, on the shard that owns
+    /// it: one hop per owning shard, the partitions of a shard concurrently.
+    /// Items carry the caller's index so answers can be matched up; every
+    /// item gets an answer (an unknown partition, or a lost hop, an error).
+    pub async fn on_partitions<A, R, F, Fut>(
         self: &Rc<Self>,
-        items: Vec<(usize, String, i32, Bytes)>,
-        acks: i16,
-    ) -> Vec<(usize, String, i32, ProduceResult)> {
+        items: Vec<(usize, String, i32, A)>,
+        op: F,
+    ) -> Vec<(usize, Result<R, KafkaError>)>
+    where
+        A: Send + 'static,
+        R: Send + 'static,
+        F: Fn(Rc<Shard>, Rc<Partition>, A) -> Fut + Send + Clone + 'static,
+        Fut: Future<Output = Result<R, KafkaError>> + 'static,
+    {
         let catalog = self.catalog();
         let mut out = Vec::with_capacity(items.len());
         let mut routed = Vec::with_capacity(items.len());
-        for (i, topic, partition, records) in items {
+        let mut routed_ids = Vec::with_capacity(items.len());
+        for (i, topic, partition, arg) in items {
             match catalog.shard_for(&topic, partition) {
-                Some(shard) => routed.push((shard, (i, topic, partition, records))),
-                None => {
-                    let e = KafkaError::unknown_partition(&topic, partition);
-                    out.push((i, topic, partition, Err(e)));
+                Some(shard) => {
+                    routed_ids.push(i);
+                    routed.push((shard, (i, topic, partition, arg)));
                 }
+                None => out.push((i, Err(KafkaError::unknown_partition(&topic, partition)))),
             }
         }
         let answers = self
-            .scatter(routed, move |s, group| async move {
-                join_all(group.into_iter().map(|(i, topic, partition, records)| {
-                    let s = s.clone();
-                    async move {
-                        let r = s.produce_local(&topic, partition, records, acks).await;
-                        (i, topic, partition, r)
-                    }
-                }))
-                .await
+            .scatter(routed, move |s, group| {
+                let op = op.clone();
+                async move {
+                    join_all(group.into_iter().map(|(i, topic, partition, arg)| {
+                        let (s, op) = (s.clone(), op.clone());
+                        async move {
+                            let r = match s.partition(&topic, partition) {
+                                Some(p) => op(s.clone(), p, arg).await,
+                                None => Err(KafkaError::unknown_partition(&topic, partition)),
+                            };
+                            (i, r)
+                        }
+                    }))
+                    .await
+                }
             })
             .await;
-        for a in answers {
-            match a {
-                Ok(v) => out.extend(v),
-                Err(e) => log::error!("produce hop failed: {e}"),
+        let answered = out.len();
+        out.extend(answers.into_iter().flatten().flatten());
+        if out.len() - answered < routed_ids.len() {
+            // A hop failed (its shard stopped): its items still get answers.
+            let have: std::collections::HashSet<usize> = out.iter().map(|(i, _)| *i).collect();
+            for i in routed_ids.into_iter().filter(|i| !have.contains(i)) {
+                log::error!("a hop to the shard owning item {i} was lost");
+                let lost = KafkaError::new(
+                    ErrorCode::UnknownServerError,
+                    "the owning shard did not answer",
+                );
+                out.push((i, Err(lost)));
             }
         }
         out
     }
 
-    async fn produce_local(
-        &self,
-        topic: &str,
-        partition: i32,
-        records: Bytes,
+    // ---- produce -------------------------------------------------------
+
+    /// Appends to partitions wherever they live.
+    pub async fn produce(
+        self: &Rc<Self>,
+        items: Vec<(usize, String, i32, Bytes)>,
         acks: i16,
-    ) -> ProduceResult {
-        let stats = &self.stats;
-        stats.produce_requests.set(stats.produce_requests.get() + 1);
-        stats
-            .appended_bytes
-            .set(stats.appended_bytes.get() + records.len() as u64);
-        let p = self
-            .partition(topic, partition)
-            .ok_or_else(|| KafkaError::unknown_partition(topic, partition))?;
-        let max = self
-            .catalog()
-            .topic(topic)
-            .map(|t| t.config.max_message_bytes)
-            .unwrap_or(i32::MAX);
-        p.produce(records, acks, max, &self.cache).await
+    ) -> Vec<(usize, ProduceResult)> {
+        self.on_partitions(items, move |s, p, records: Bytes| async move {
+            let stats = &s.stats;
+            stats.produce_requests.set(stats.produce_requests.get() + 1);
+            stats
+                .appended_bytes
+                .set(stats.appended_bytes.get() + records.len() as u64);
+            let max = s
+                .catalog()
+                .topic(&p.topic)
+                .map(|t| t.config.max_message_bytes)
+                .unwrap_or(i32::MAX);
+            p.produce(records, acks, max, &s.cache).await
+        })
+        .await
     }
 
     // ---- fetch ---------------------------------------------------------
@@ -404,31 +428,19 @@ impl Shard {
         self: &Rc<Self>,
         items: Vec<(usize, String, i32, i64)>,
     ) -> Vec<(usize, Result<(i64, i64), KafkaError>)> {
-        let catalog = self.catalog();
-        let mut out = Vec::new();
-        let mut routed = Vec::new();
-        for (i, topic, partition, ts) in items {
-            match catalog.shard_for(&topic, partition) {
-                Some(shard) => routed.push((shard, (i, topic, partition, ts))),
-                None => out.push((i, Err(KafkaError::unknown_partition(&topic, partition)))),
+        self.on_partitions(items, |_, p, ts: i64| async move {
+            match ts {
+                -1 => Ok((p.log.high_watermark(), -1)),
+                -2 => Ok((p.log.log_start(), -1)),
+                -3 => Ok(p.log.max_timestamp().unwrap_or((-1, -1))),
+                t if t >= 0 => Ok(p.log.offset_for_time(t).await?.unwrap_or((-1, -1))),
+                t => Err(KafkaError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("timestamp {t} is not a valid ListOffsets query"),
+                )),
             }
-        }
-        for a in self
-            .scatter(routed, |s, group| async move {
-                let mut v = Vec::new();
-                for (i, topic, partition, ts) in group {
-                    v.push((i, s.list_offset_local(&topic, partition, ts).await));
-                }
-                v
-            })
-            .await
-        {
-            match a {
-                Ok(v) => out.extend(v),
-                Err(e) => log::error!("list offsets hop failed: {e}"),
-            }
-        }
-        out
+        })
+        .await
     }
 
     /// DeleteRecords for partitions wherever they live: each moves its log
@@ -438,57 +450,10 @@ impl Shard {
         self: &Rc<Self>,
         items: Vec<(usize, String, i32, i64)>,
     ) -> Vec<(usize, Result<i64, KafkaError>)> {
-        let catalog = self.catalog();
-        let mut out = Vec::new();
-        let mut routed = Vec::new();
-        for (i, topic, partition, offset) in items {
-            match catalog.shard_for(&topic, partition) {
-                Some(shard) => routed.push((shard, (i, topic, partition, offset))),
-                None => out.push((i, Err(KafkaError::unknown_partition(&topic, partition)))),
-            }
-        }
-        for a in self
-            .scatter(routed, |s, group| async move {
-                group
-                    .into_iter()
-                    .map(|(i, topic, partition, offset)| {
-                        let r = s
-                            .partition(&topic, partition)
-                            .ok_or_else(|| KafkaError::unknown_partition(&topic, partition))
-                            .and_then(|p| Ok(p.log.delete_records_before(offset)?));
-                        (i, r)
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .await
-        {
-            match a {
-                Ok(v) => out.extend(v),
-                Err(e) => log::error!("delete records hop failed: {e}"),
-            }
-        }
-        out
-    }
-
-    async fn list_offset_local(
-        &self,
-        topic: &str,
-        partition: i32,
-        ts: i64,
-    ) -> Result<(i64, i64), KafkaError> {
-        let p = self
-            .partition(topic, partition)
-            .ok_or_else(|| KafkaError::unknown_partition(topic, partition))?;
-        match ts {
-            -1 => Ok((p.log.high_watermark(), -1)),
-            -2 => Ok((p.log.log_start(), -1)),
-            -3 => Ok(p.log.max_timestamp().unwrap_or((-1, -1))),
-            t if t >= 0 => Ok(p.log.offset_for_time(t).await?.unwrap_or((-1, -1))),
-            t => Err(KafkaError::new(
-                ErrorCode::InvalidRequest,
-                format!("timestamp {t} is not a valid ListOffsets query"),
-            )),
-        }
+        self.on_partitions(items, |_, p, offset: i64| async move {
+            Ok(p.log.delete_records_before(offset)?)
+        })
+        .await
     }
 
     // ---- catalog -------------------------------------------------------

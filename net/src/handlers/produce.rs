@@ -52,9 +52,9 @@ pub async fn handle(
     for (i, e) in refused {
         results[i] = Some(Err(e));
     }
-    for (i, topic, partition, r) in shard.produce(items, acks).await {
+    for (i, r) in shard.produce(items, acks).await {
         if let Err(e) = &r {
-            log::warn!("produce to {topic}-{partition} refused: {e}");
+            log::warn!("produce refused: {e}");
         }
         results[i] = Some(r);
     }
