@@ -66,6 +66,18 @@ struct ServeArgs {
     /// How often retention runs, in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     retention_check_ms: u64,
+    /// The shortest session timeout a group member may ask for (Kafka's
+    /// group.min.session.timeout.ms).
+    #[arg(long, default_value_t = 6_000)]
+    group_min_session_timeout_ms: u64,
+    /// The longest session timeout a group member may ask for (Kafka's
+    /// group.max.session.timeout.ms).
+    #[arg(long, default_value_t = 1_800_000)]
+    group_max_session_timeout_ms: u64,
+    /// How long the first rebalance of an empty group waits for more
+    /// members (Kafka's group.initial.rebalance.delay.ms).
+    #[arg(long, default_value_t = 3_000)]
+    group_initial_rebalance_delay_ms: u64,
 }
 
 fn resolve(what: &str, addr: &str) -> Result<SocketAddr, String> {
@@ -110,6 +122,10 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.cache_bytes_per_shard = args.cache_bytes_per_shard;
     cfg.spin_before_park = Duration::from_micros(args.spin_before_park_us);
     cfg.retention_check_interval = Duration::from_millis(args.retention_check_ms.max(100));
+    cfg.groups.min_session_timeout = Duration::from_millis(args.group_min_session_timeout_ms);
+    cfg.groups.max_session_timeout = Duration::from_millis(args.group_max_session_timeout_ms);
+    cfg.groups.initial_rebalance_delay =
+        Duration::from_millis(args.group_initial_rebalance_delay_ms);
     Ok(cfg)
 }
 

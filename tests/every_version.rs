@@ -86,7 +86,8 @@ fn batch(value: &[u8]) -> Bytes {
 
 #[test]
 fn every_api_at_every_version() {
-    let node = common::start_node("versions");
+    // No initial rebalance delay: each version's join completes at once.
+    let node = common::start_node("versions", &["--group-initial-rebalance-delay-ms", "0"]);
     let mut s = TcpStream::connect(node.bootstrap()).unwrap();
 
     let versions: ApiVersionsResponse = call(
@@ -306,6 +307,8 @@ fn every_api_at_every_version() {
         "producer ids are unique"
     );
 
+    groups_at_every_version(&mut s, &range);
+
     for v in range(ApiKey::DeleteTopics) {
         let topic = format!("ct-{}", v + 1);
         let req = if v >= 6 {
@@ -317,5 +320,262 @@ fn every_api_at_every_version() {
         };
         let r: DeleteTopicsResponse = call(&mut s, ApiKey::DeleteTopics, v, &req);
         assert_eq!(r.responses[0].error_code, 0, "DeleteTopics v{v}");
+    }
+}
+
+fn str(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// A consumer protocol subscription (v0) to `topic`.
+fn subscription(topic: &str) -> Bytes {
+    let mut b = vec![0u8, 0, 0, 0, 0, 1];
+    b.extend((topic.len() as i16).to_be_bytes());
+    b.extend(topic.as_bytes());
+    b.extend((-1i32).to_be_bytes()); // no user data
+    Bytes::from(b)
+}
+
+/// Joins `group` as a new member at JoinGroup `version` (answering
+/// MEMBER_ID_REQUIRED from v4) and returns the response.
+fn join(s: &mut TcpStream, group: &str, version: i16) -> JoinGroupResponse {
+    let mut req = JoinGroupRequest::default()
+        .with_group_id(GroupId(str(group)))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_member_id(str(""))
+        .with_protocol_type(str("consumer"))
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+        )
+        .with_name(str("range"))
+        .with_metadata(subscription("ct-1"))]);
+    if version >= 8 {
+        req = req.with_reason(Some(str("every version")));
+    }
+    let first: JoinGroupResponse = call(s, ApiKey::JoinGroup, version, &req);
+    if version < 4 {
+        return first;
+    }
+    assert_eq!(
+        first.error_code, 79,
+        "JoinGroup v{version}: MEMBER_ID_REQUIRED"
+    );
+    let req = req.with_member_id(first.member_id);
+    call(s, ApiKey::JoinGroup, version, &req)
+}
+
+/// A one-member group made stable (JoinGroup v5, SyncGroup v3).
+fn stable_group(s: &mut TcpStream, group: &str) -> (StrBytes, i32) {
+    let j = join(s, group, 5);
+    assert_eq!(j.error_code, 0);
+    let req = SyncGroupRequest::default()
+        .with_group_id(GroupId(str(group)))
+        .with_generation_id(j.generation_id)
+        .with_member_id(j.member_id.clone())
+        .with_assignments(vec![
+            sync_group_request::SyncGroupRequestAssignment::default()
+                .with_member_id(j.member_id.clone())
+                .with_assignment(Bytes::from_static(b"all")),
+        ]);
+    let r: SyncGroupResponse = call(s, ApiKey::SyncGroup, 3, &req);
+    assert_eq!(r.error_code, 0);
+    (j.member_id, j.generation_id)
+}
+
+fn groups_at_every_version(
+    s: &mut TcpStream,
+    range: &dyn Fn(ApiKey) -> std::ops::RangeInclusive<i16>,
+) {
+    for v in range(ApiKey::JoinGroup) {
+        let r = join(s, &format!("g-join-{v}"), v);
+        assert_eq!(r.error_code, 0, "JoinGroup v{v}");
+        assert_eq!(r.generation_id, 1);
+        assert_eq!(r.leader, r.member_id, "the only member leads");
+        assert_eq!(r.members.len(), 1);
+        assert_eq!(r.members[0].metadata, subscription("ct-1"));
+    }
+    for v in range(ApiKey::SyncGroup) {
+        let group = format!("g-sync-{v}");
+        let j = join(s, &group, 5);
+        let mut req = SyncGroupRequest::default()
+            .with_group_id(GroupId(str(&group)))
+            .with_generation_id(j.generation_id)
+            .with_member_id(j.member_id.clone())
+            .with_assignments(vec![
+                sync_group_request::SyncGroupRequestAssignment::default()
+                    .with_member_id(j.member_id.clone())
+                    .with_assignment(Bytes::from_static(b"mine")),
+            ]);
+        if v >= 5 {
+            req = req
+                .with_protocol_type(Some(str("consumer")))
+                .with_protocol_name(Some(str("range")));
+        }
+        let r: SyncGroupResponse = call(s, ApiKey::SyncGroup, v, &req);
+        assert_eq!(r.error_code, 0, "SyncGroup v{v}");
+        assert_eq!(&r.assignment[..], b"mine");
+    }
+    let (member, generation) = stable_group(s, "g-stable");
+    for v in range(ApiKey::Heartbeat) {
+        let req = HeartbeatRequest::default()
+            .with_group_id(GroupId(str("g-stable")))
+            .with_generation_id(generation)
+            .with_member_id(member.clone());
+        let r: HeartbeatResponse = call(s, ApiKey::Heartbeat, v, &req);
+        assert_eq!(r.error_code, 0, "Heartbeat v{v}");
+        let stale = req.with_generation_id(generation - 1);
+        let r: HeartbeatResponse = call(s, ApiKey::Heartbeat, v, &stale);
+        assert_eq!(r.error_code, 22, "Heartbeat v{v}: ILLEGAL_GENERATION");
+    }
+    for v in range(ApiKey::DescribeGroups) {
+        let req = DescribeGroupsRequest::default()
+            .with_groups(vec![GroupId(str("g-stable")), GroupId(str("nobody"))]);
+        let r: DescribeGroupsResponse = call(s, ApiKey::DescribeGroups, v, &req);
+        assert_eq!(r.groups[0].error_code, 0, "DescribeGroups v{v}");
+        assert_eq!(r.groups[0].group_state.as_str(), "Stable");
+        assert_eq!(r.groups[0].protocol_data.as_str(), "range");
+        assert_eq!(r.groups[0].members.len(), 1);
+        assert_eq!(&r.groups[0].members[0].member_assignment[..], b"all");
+        assert_eq!(r.groups[0].members[0].client_id.as_str(), "every-version");
+        assert_eq!(r.groups[1].group_state.as_str(), "Dead");
+    }
+    for v in range(ApiKey::ListGroups) {
+        let mut req = ListGroupsRequest::default();
+        if v >= 4 {
+            req = req.with_states_filter(vec![str("stable")]);
+        }
+        let r: ListGroupsResponse = call(s, ApiKey::ListGroups, v, &req);
+        assert_eq!(r.error_code, 0, "ListGroups v{v}");
+        let names: Vec<&str> = r.groups.iter().map(|g| g.group_id.0.as_str()).collect();
+        assert!(names.contains(&"g-stable"), "ListGroups v{v}: {names:?}");
+        if v >= 4 {
+            assert!(r.groups.iter().all(|g| g.group_state.as_str() == "Stable"));
+            assert!(
+                !names.contains(&"g-join-0"),
+                "waiting in CompletingRebalance"
+            );
+        }
+    }
+    for v in range(ApiKey::OffsetCommit) {
+        let req = OffsetCommitRequest::default()
+            .with_group_id(GroupId(str("g-stable")))
+            .with_generation_id_or_member_epoch(generation)
+            .with_member_id(member.clone())
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(name("ct-2"))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(1)
+                            .with_committed_offset(100 + v as i64)
+                            .with_committed_metadata(Some(str(&format!("v{v}")))),
+                    ]),
+            ]);
+        let r: OffsetCommitResponse = call(s, ApiKey::OffsetCommit, v, &req);
+        assert_eq!(r.topics[0].partitions[0].error_code, 0, "OffsetCommit v{v}");
+    }
+    let last = *range(ApiKey::OffsetCommit).end();
+    for v in range(ApiKey::OffsetFetch) {
+        let (offset, metadata) = if v >= 8 {
+            let req = OffsetFetchRequest::default().with_groups(vec![
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(GroupId(str("g-stable")))
+                    .with_topics(Some(vec![
+                        offset_fetch_request::OffsetFetchRequestTopics::default()
+                            .with_name(name("ct-2"))
+                            .with_partition_indexes(vec![0, 1]),
+                    ])),
+            ]);
+            let r: OffsetFetchResponse = call(s, ApiKey::OffsetFetch, v, &req);
+            let ps = &r.groups[0].topics[0].partitions;
+            assert_eq!(
+                ps[0].committed_offset, -1,
+                "nothing committed on partition 0"
+            );
+            (ps[1].committed_offset, ps[1].metadata.clone())
+        } else {
+            let req = OffsetFetchRequest::default()
+                .with_group_id(GroupId(str("g-stable")))
+                .with_topics(Some(vec![
+                    offset_fetch_request::OffsetFetchRequestTopic::default()
+                        .with_name(name("ct-2"))
+                        .with_partition_indexes(vec![0, 1]),
+                ]));
+            let r: OffsetFetchResponse = call(s, ApiKey::OffsetFetch, v, &req);
+            let ps = &r.topics[0].partitions;
+            assert_eq!(
+                ps[0].committed_offset, -1,
+                "nothing committed on partition 0"
+            );
+            (ps[1].committed_offset, ps[1].metadata.clone())
+        };
+        assert_eq!(offset, 100 + last as i64, "OffsetFetch v{v}");
+        assert_eq!(metadata.unwrap().as_str(), format!("v{last}"));
+    }
+    for v in range(ApiKey::LeaveGroup) {
+        let group = format!("g-leave-{v}");
+        let j = join(s, &group, 5);
+        let req = if v >= 3 {
+            LeaveGroupRequest::default()
+                .with_group_id(GroupId(str(&group)))
+                .with_members(vec![
+                    leave_group_request::MemberIdentity::default().with_member_id(j.member_id),
+                    leave_group_request::MemberIdentity::default().with_member_id(str("nobody")),
+                ])
+        } else {
+            LeaveGroupRequest::default()
+                .with_group_id(GroupId(str(&group)))
+                .with_member_id(j.member_id)
+        };
+        let r: LeaveGroupResponse = call(s, ApiKey::LeaveGroup, v, &req);
+        assert_eq!(r.error_code, 0, "LeaveGroup v{v}");
+        if v >= 3 {
+            let codes: Vec<i16> = r.members.iter().map(|m| m.error_code).collect();
+            assert_eq!(codes, vec![0, 25], "LeaveGroup v{v}: the second is unknown");
+        }
+    }
+    for v in range(ApiKey::OffsetDelete) {
+        let req = OffsetDeleteRequest::default()
+            .with_group_id(GroupId(str("g-stable")))
+            .with_topics(
+                ["ct-2", "ct-1"]
+                    .iter()
+                    .map(|t| {
+                        offset_delete_request::OffsetDeleteRequestTopic::default()
+                            .with_name(name(t))
+                            .with_partitions(vec![
+                                offset_delete_request::OffsetDeleteRequestPartition::default()
+                                    .with_partition_index(1),
+                            ])
+                    })
+                    .collect(),
+            );
+        let r: OffsetDeleteResponse = call(s, ApiKey::OffsetDelete, v, &req);
+        assert_eq!(r.error_code, 0, "OffsetDelete v{v}");
+        // The member subscribes to ct-1, not ct-2: only ct-2's offset goes.
+        assert_eq!(r.topics[0].partitions[0].error_code, 0);
+        assert_eq!(
+            r.topics[1].partitions[0].error_code, 86,
+            "GROUP_SUBSCRIBED_TO_TOPIC"
+        );
+        let req = OffsetFetchRequest::default()
+            .with_group_id(GroupId(str("g-stable")))
+            .with_topics(None);
+        let r: OffsetFetchResponse = call(s, ApiKey::OffsetFetch, 7, &req);
+        assert!(r.topics.is_empty(), "no offsets left: {:?}", r.topics);
+    }
+    for v in range(ApiKey::DeleteGroups) {
+        let req = DeleteGroupsRequest::default().with_groups_names(vec![
+            GroupId(str(&format!("g-leave-{v}"))),
+            GroupId(str("g-stable")),
+            GroupId(str("nobody")),
+        ]);
+        let r: DeleteGroupsResponse = call(s, ApiKey::DeleteGroups, v, &req);
+        let codes: Vec<i16> = r.results.iter().map(|g| g.error_code).collect();
+        assert_eq!(
+            codes,
+            vec![0, 68, 69],
+            "DeleteGroups v{v}: deleted, non-empty, unknown"
+        );
     }
 }

@@ -15,7 +15,7 @@ mod common;
 
 #[test]
 fn rdkafka_produces_every_codec_and_consumes() {
-    let node = common::start_node("rdkafka");
+    let node = common::start_node("rdkafka", &[]);
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", node.bootstrap())
         .create()

@@ -223,13 +223,18 @@ impl Catalog {
 /// The shard a new partition goes to: a topic's partitions are spread
 /// round-robin from a stable hash of its name.
 pub fn placement(topic: &str, partition: i32, nr_shards: usize) -> usize {
-    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    ((stable_hash(topic) as usize) + partition as usize) % nr_shards.max(1)
+}
+
+/// FNV-1a: stable across builds and platforms, unlike std's hasher, so
+/// placements made before a restart hold after it.
+pub fn stable_hash(s: &str) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
-    for b in topic.bytes() {
+    for b in s.bytes() {
         h ^= b as u64;
         h = h.wrapping_mul(0x100000001b3);
     }
-    ((h as usize) + partition as usize) % nr_shards.max(1)
+    h
 }
 
 /// Kafka's topic name rule: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.

@@ -41,6 +41,8 @@ pub struct NodeConfig {
     /// Idle idempotent producers are forgotten after this long (Kafka's
     /// `transactional.id.expiration.ms`/`producer.id.expiration.ms`: a day).
     pub producer_expiry: Duration,
+    /// Consumer group settings (session timeout bounds, initial delay).
+    pub groups: crate::groups::group::GroupConfig,
 }
 
 impl NodeConfig {
@@ -62,6 +64,7 @@ impl NodeConfig {
             node_id: 0,
             producer_expiry: Duration::from_secs(24 * 3600),
             spin_before_park: Duration::ZERO,
+            groups: Default::default(),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! - [`cache`]: the per-shard tail cache of recent batches.
 //! - [`catalog`]: topics, ids, configs and placement; owned by shard 0.
 //! - [`config`]: node settings and named limits.
+//! - [`groups`]: consumer groups: membership, rebalances, durable offsets.
 //! - [`producer_ids`]: producer ids unique across restarts (catalog shard).
 //! - [`error`]: Kafka error codes.
 
@@ -14,6 +15,7 @@ pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod groups;
 pub mod partition;
 pub mod producer_ids;
 pub mod shard;

@@ -28,6 +28,7 @@ use crate::catalog::{
 use crate::clock::now_ms;
 use crate::config::NodeConfig;
 use crate::error::{ErrorCode, KafkaError};
+use crate::groups::{owner_shard, Coordinator, ListedGroup};
 use crate::partition::{Partition, PartitionRead, ProduceResult};
 
 /// Work sent to another shard: runs there with that shard's state.
@@ -103,6 +104,8 @@ pub struct Shard {
     pub stats: ShardStats,
     /// Producer id allocation (the catalog shard's only).
     producer_ids: RefCell<Option<crate::producer_ids::ProducerIds>>,
+    /// The consumer groups this shard coordinates.
+    pub groups: Coordinator,
 }
 
 impl Shard {
@@ -195,6 +198,35 @@ impl Shard {
             self.invoke_on(shard, move |s| f(s, group))
         }))
         .await
+    }
+
+    // ---- groups --------------------------------------------------------
+
+    /// The shard coordinating `group`.
+    pub fn group_shard(&self, group: &str) -> usize {
+        owner_shard(group, self.nr_shards)
+    }
+
+    /// Runs `f` on the shard coordinating `group`.
+    pub async fn on_group<R, F, Fut>(self: &Rc<Self>, group: &str, f: F) -> Result<R, KafkaError>
+    where
+        R: Send + 'static,
+        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+    {
+        self.invoke_on(self.group_shard(group), f).await
+    }
+
+    /// Every group of every shard (ListGroups), sorted by id.
+    pub async fn list_groups(self: &Rc<Self>) -> Result<Vec<ListedGroup>, KafkaError> {
+        let all =
+            (0..self.nr_shards).map(|i| self.invoke_on(i, |s| async move { s.groups.list() }));
+        let mut out = Vec::new();
+        for part in join_all(all).await {
+            out.extend(part?);
+        }
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(out)
     }
 
     // ---- produce -------------------------------------------------------
@@ -837,6 +869,13 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                 if let Err(e) = weir_storage::segment::prepare_direct_io(&config.data_dir).await {
                     return fail(e.to_string());
                 }
+                let groups =
+                    match Coordinator::open(&config.data_dir, id, config.shards, config.groups)
+                        .await
+                    {
+                        Ok(c) => c,
+                        Err(e) => return fail(format!("shard {id}: opening the group log: {e}")),
+                    };
                 let shard = Rc::new(Shard {
                     id,
                     nr_shards: config.shards,
@@ -849,6 +888,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     stopping: stopping.clone(),
                     stats: ShardStats::default(),
                     producer_ids: RefCell::new(None),
+                    groups,
                 });
                 let mut tasks = Vec::new();
                 for (_, rx) in receivers.streams() {
@@ -888,6 +928,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                 while !stopping.load(Ordering::Relaxed) {
                     glommio::timer::sleep(tick).await;
                     ticks += 1;
+                    shard.groups.tick();
                     if ticks.is_multiple_of(retention_every) {
                         shard.enforce_retention();
                     }
@@ -896,6 +937,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                 // answer its producers, then stop serving other shards.
                 server.cancel().await;
                 shard.close_all().await;
+                shard.groups.close().await;
                 for t in tasks {
                     t.cancel().await;
                 }

@@ -16,6 +16,9 @@ pub struct Request {
     pub version: i16,
     pub header: RequestHeader,
     pub body: RequestKind,
+    /// The client's address as Kafka shows it (`/127.0.0.1`), set by the
+    /// connection; group members are described with it.
+    pub client_host: Option<std::rc::Rc<str>>,
 }
 
 /// What a frame turned out to be.
@@ -63,6 +66,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, String> {
         version,
         header,
         body,
+        client_host: None,
     })))
 }
 

@@ -44,6 +44,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
+    let client_host: std::rc::Rc<str> = stream
+        .peer_addr()
+        .map(|a| format!("/{}", a.ip()))
+        .unwrap_or_default()
+        .into();
     let _ = stream.set_nodelay(true);
     // SAFETY: dup returns a new descriptor we own; TcpStream closes it.
     let fd = unsafe { libc::dup(stream.as_raw_fd()) };
@@ -93,6 +98,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         };
         shard.stats.requests.set(shard.stats.requests.get() + 1);
         let s = shard.clone();
+        let client_host = client_host.clone();
         let task = glommio::spawn_local(async move {
             match decoded {
                 Decoded::UnsupportedApiVersions { correlation_id } => {
@@ -103,7 +109,8 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                         .ok()
                         .map(|b| vec![b])
                 }
-                Decoded::Request(req) => {
+                Decoded::Request(mut req) => {
+                    req.client_host = Some(client_host);
                     let (key, version, cid) = (req.api_key, req.version, req.header.correlation_id);
                     let body = handlers::handle(&s, *req).await?;
                     match encode_response_chunks(key, version, cid, &body) {

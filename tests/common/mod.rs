@@ -31,8 +31,8 @@ pub fn free_port() -> u16 {
 }
 
 /// Starts a two-shard node in a fresh directory named `name` and waits for
-/// its "weir serving" line.
-pub fn start_node(name: &str) -> Node {
+/// its "weir serving" line. `extra`: more `weir serve` arguments.
+pub fn start_node(name: &str, extra: &[&str]) -> Node {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -45,6 +45,7 @@ pub fn start_node(name: &str) -> Node {
             "--addr",
             &format!("127.0.0.1:{http}"),
         ])
+        .args(extra)
         .stderr(Stdio::piped())
         .spawn()
         .expect("start weir");

@@ -1,48 +1,69 @@
-//! FindCoordinator (key 10). Advertised because librdkafka sends lz4 batches
-//! uncompressed to a broker without it. Groups and transactions are not
-//! coordinated yet (issue 4), so every key gets COORDINATOR_NOT_AVAILABLE,
-//! which clients treat as "retry later".
+//! FindCoordinator (key 10): this node coordinates every group and
+//! transactional id (inside the node, each group belongs to one shard and
+//! requests are carried there), so the answer is always this node.
 
 use std::rc::Rc;
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
-use weir_core::Shard;
+use kafka_protocol::protocol::StrBytes;
+use weir_core::{ErrorCode, Shard};
 
 use super::str;
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 6;
 
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+/// Key types: 0 a group, 1 a transactional id.
+fn check_key_type(key_type: i8) -> Result<(), (i16, StrBytes)> {
+    match key_type {
+        0 | 1 => Ok(()),
+        other => Err((
+            ErrorCode::InvalidRequest.code(),
+            str(&format!(
+                "key type {other} is not a group (0) or a transaction (1)"
+            )),
+        )),
+    }
+}
 
 pub fn handle(
-    _shard: &Rc<Shard>,
+    shard: &Rc<Shard>,
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
-    let why = str("this node does not coordinate groups or transactions yet");
+    let node = BrokerId(shard.config.node_id);
+    let host = str(&shard.config.advertised_host);
+    let port = shard.config.advertised_port as i32;
+    let checked = check_key_type(req.key_type);
     if version >= 4 {
         FindCoordinatorResponse::default().with_coordinators(
             req.coordinator_keys
                 .into_iter()
                 .map(|k| {
-                    Coordinator::default()
-                        .with_key(k)
-                        .with_node_id(BrokerId(-1))
-                        .with_host(str(""))
-                        .with_port(-1)
-                        .with_error_code(COORDINATOR_NOT_AVAILABLE)
-                        .with_error_message(Some(why.clone()))
+                    let c = Coordinator::default().with_key(k);
+                    match &checked {
+                        Ok(()) => c.with_node_id(node).with_host(host.clone()).with_port(port),
+                        Err((code, why)) => c
+                            .with_node_id(BrokerId(-1))
+                            .with_host(str(""))
+                            .with_port(-1)
+                            .with_error_code(*code)
+                            .with_error_message(Some(why.clone())),
+                    }
                 })
                 .collect(),
         )
     } else {
-        FindCoordinatorResponse::default()
-            .with_error_code(COORDINATOR_NOT_AVAILABLE)
-            .with_error_message(Some(why))
-            .with_node_id(BrokerId(-1))
-            .with_host(str(""))
-            .with_port(-1)
+        let r = FindCoordinatorResponse::default();
+        match checked {
+            Ok(()) => r.with_node_id(node).with_host(host).with_port(port),
+            Err((code, why)) => r
+                .with_error_code(code)
+                .with_error_message(Some(why))
+                .with_node_id(BrokerId(-1))
+                .with_host(str(""))
+                .with_port(-1),
+        }
     }
 }

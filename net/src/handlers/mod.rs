@@ -12,17 +12,27 @@ use crate::codec::Request;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 /// Every API served, with its version range. ApiVersions advertises exactly
 /// this; an API not here is not served.
@@ -69,6 +79,20 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
         incremental_alter_configs::MIN,
         incremental_alter_configs::MAX,
     ),
+    (ApiKey::JoinGroup, join_group::MIN, join_group::MAX),
+    (ApiKey::SyncGroup, sync_group::MIN, sync_group::MAX),
+    (ApiKey::Heartbeat, heartbeat::MIN, heartbeat::MAX),
+    (ApiKey::LeaveGroup, leave_group::MIN, leave_group::MAX),
+    (ApiKey::OffsetCommit, offset_commit::MIN, offset_commit::MAX),
+    (ApiKey::OffsetFetch, offset_fetch::MIN, offset_fetch::MAX),
+    (
+        ApiKey::DescribeGroups,
+        describe_groups::MIN,
+        describe_groups::MAX,
+    ),
+    (ApiKey::ListGroups, list_groups::MIN, list_groups::MAX),
+    (ApiKey::DeleteGroups, delete_groups::MIN, delete_groups::MAX),
+    (ApiKey::OffsetDelete, offset_delete::MIN, offset_delete::MAX),
 ];
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -115,6 +139,38 @@ pub async fn handle(shard: &Rc<Shard>, req: Request) -> Option<ResponseKind> {
         ),
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(shard, r, v).await)
+        }
+        RequestKind::JoinGroup(r) => {
+            let client_id = req
+                .header
+                .client_id
+                .map(|c| c.to_string())
+                .unwrap_or_default();
+            let host = req.client_host.as_deref().unwrap_or_default().to_string();
+            ResponseKind::JoinGroup(join_group::handle(shard, r, v, client_id, host).await)
+        }
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(sync_group::handle(shard, r, v).await),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(shard, r, v).await),
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(leave_group::handle(shard, r, v).await)
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(offset_commit::handle(shard, r, v).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(offset_fetch::handle(shard, r, v).await)
+        }
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(shard, r, v).await)
+        }
+        RequestKind::ListGroups(r) => {
+            ResponseKind::ListGroups(list_groups::handle(shard, r, v).await)
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(delete_groups::handle(shard, r, v).await)
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(offset_delete::handle(shard, r, v).await)
         }
         other => {
             // decode_request only lets served APIs through.

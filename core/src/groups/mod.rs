@@ -1,0 +1,585 @@
+//! Consumer groups: the coordinator part each shard runs for the groups it
+//! owns.
+//!
+//! A group belongs to the shard that owns its group-log partition
+//! ([`store::log_partition`], then `p % shards`); every group request is sent
+//! there over the mesh (`Shard::on_group`). Membership lives in memory
+//! ([`group`]); committed offsets are written to the group log and fsynced
+//! before the commit is answered ([`store`]), and replayed at start-up.
+
+pub mod group;
+pub mod store;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::catalog::Catalog;
+use crate::clock::now_ms;
+use crate::error::{ErrorCode, KafkaError};
+use group::{Answer, Group, GroupConfig, GroupState, JoinRequest, JoinResult, SyncResult};
+use store::{Committed, Entry, GroupLog, GROUP_LOG_PARTITIONS};
+
+/// Kafka's `offset.metadata.max.bytes`.
+pub const MAX_OFFSET_METADATA: usize = 4096;
+
+/// The shard that owns `group` among `nr_shards`.
+pub fn owner_shard(group: &str, nr_shards: usize) -> usize {
+    store::log_partition(group) as usize % nr_shards.max(1)
+}
+
+/// One offset of an OffsetCommit.
+#[derive(Debug, Clone)]
+pub struct OffsetToCommit {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+/// A group as DescribeGroups shows it.
+#[derive(Debug, Clone)]
+pub struct GroupDescription {
+    pub state: &'static str,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<MemberDescription>,
+}
+
+#[derive(Debug, Clone)]
+pub struct MemberDescription {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+/// A group as ListGroups shows it.
+#[derive(Debug, Clone)]
+pub struct ListedGroup {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: &'static str,
+}
+
+/// Committed offsets asked for: `None` for every topic the group has.
+pub type OffsetQuery = Option<Vec<(String, Vec<i32>)>>;
+
+/// Offsets answered per topic: (partition, committed or none).
+pub type OffsetAnswer = Vec<(String, Vec<(i32, Option<Committed>)>)>;
+
+/// The groups one shard coordinates.
+pub struct Coordinator {
+    cfg: GroupConfig,
+    logs: HashMap<u32, Rc<GroupLog>>,
+    groups: RefCell<HashMap<String, Group>>,
+}
+
+impl Coordinator {
+    /// Opens the group-log partitions shard `shard` owns and rebuilds their
+    /// groups' offsets.
+    pub async fn open(
+        data_dir: &Path,
+        shard: usize,
+        nr_shards: usize,
+        cfg: GroupConfig,
+    ) -> Result<Coordinator, KafkaError> {
+        let mut logs = HashMap::new();
+        let mut groups: HashMap<String, Group> = HashMap::new();
+        let now = Instant::now();
+        for p in (0..GROUP_LOG_PARTITIONS).filter(|p| *p as usize % nr_shards.max(1) == shard) {
+            let (log, entries) = GroupLog::open(data_dir, p, now_ms()).await?;
+            for e in entries {
+                apply(&mut groups, e, now);
+            }
+            logs.insert(p, Rc::new(log));
+        }
+        let offsets: usize = groups.values().map(|g| g.offsets.len()).sum();
+        if !groups.is_empty() {
+            log::info!(
+                "shard {shard}: {} group(s) with {offsets} committed offset(s) recovered",
+                groups.len()
+            );
+        }
+        Ok(Coordinator {
+            cfg,
+            logs,
+            groups: RefCell::new(groups),
+        })
+    }
+
+    fn log_for(&self, group: &str) -> Result<Rc<GroupLog>, KafkaError> {
+        self.logs
+            .get(&store::log_partition(group))
+            .cloned()
+            .ok_or_else(|| {
+                KafkaError::new(
+                    ErrorCode::CoordinatorNotAvailable,
+                    format!("group {group:?} is coordinated by another shard"),
+                )
+            })
+    }
+
+    pub async fn join(&self, group_id: &str, req: JoinRequest) -> JoinResult {
+        if !group::valid_group_id(group_id) {
+            return JoinResult::error(ErrorCode::InvalidGroupId, &req.member_id);
+        }
+        let member = req.member_id.clone();
+        let answer = {
+            let mut groups = self.groups.borrow_mut();
+            let now = Instant::now();
+            if !groups.contains_key(group_id) {
+                if !req.member_id.is_empty() {
+                    return JoinResult::error(ErrorCode::UnknownMemberId, &member);
+                }
+                groups.insert(group_id.to_string(), Group::new(group_id, now));
+            }
+            let g = groups.get_mut(group_id).expect("group");
+            g.join(req, now, &self.cfg)
+        };
+        match answer {
+            Answer::Now(r) => r,
+            Answer::Later(rx) => rx
+                .await
+                .unwrap_or_else(|_| JoinResult::error(ErrorCode::CoordinatorNotAvailable, &member)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn sync(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        protocol_type: Option<&str>,
+        protocol_name: Option<&str>,
+        assignments: Vec<(String, Bytes)>,
+    ) -> SyncResult {
+        let answer = {
+            let mut groups = self.groups.borrow_mut();
+            let Some(g) = groups.get_mut(group_id) else {
+                return SyncResult::error(ErrorCode::UnknownMemberId);
+            };
+            g.sync(
+                member_id,
+                instance_id,
+                generation,
+                protocol_type,
+                protocol_name,
+                assignments,
+                Instant::now(),
+            )
+        };
+        match answer {
+            Answer::Now(r) => r,
+            Answer::Later(rx) => rx
+                .await
+                .unwrap_or_else(|_| SyncResult::error(ErrorCode::CoordinatorNotAvailable)),
+        }
+    }
+
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> ErrorCode {
+        match self.groups.borrow_mut().get_mut(group_id) {
+            Some(g) => g.heartbeat(member_id, instance_id, generation, Instant::now()),
+            None => ErrorCode::UnknownMemberId,
+        }
+    }
+
+    /// LeaveGroup: each (member id, instance id) gets its own answer.
+    pub fn leave(&self, group_id: &str, members: &[(String, Option<String>)]) -> Vec<ErrorCode> {
+        let mut groups = self.groups.borrow_mut();
+        let Some(g) = groups.get_mut(group_id) else {
+            return vec![ErrorCode::UnknownMemberId; members.len()];
+        };
+        let now = Instant::now();
+        members
+            .iter()
+            .map(|(m, i)| g.leave(m, i.as_deref(), now, &self.cfg))
+            .collect()
+    }
+
+    /// OffsetCommit: checks the member and generation, writes the offsets to
+    /// the group log (fsynced) and only then makes them visible. Answers
+    /// each offset with its error.
+    pub async fn commit(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        offsets: Vec<OffsetToCommit>,
+        catalog: &Catalog,
+    ) -> Vec<ErrorCode> {
+        if !group::valid_group_id(group_id) {
+            return vec![ErrorCode::InvalidGroupId; offsets.len()];
+        }
+        let log = match self.log_for(group_id) {
+            Ok(l) => l,
+            Err(e) => return vec![e.code; offsets.len()],
+        };
+        let _write = log.lock().await;
+        let now = now_ms();
+        let mut answers = vec![ErrorCode::None; offsets.len()];
+        let mut entries = Vec::new();
+        {
+            let mut groups = self.groups.borrow_mut();
+            if !groups.contains_key(group_id) {
+                if generation >= 0 {
+                    // A member of a generation this node does not know (it
+                    // restarted, or the group was deleted): rejoin first.
+                    return vec![ErrorCode::IllegalGeneration; offsets.len()];
+                }
+                groups.insert(group_id.to_string(), Group::new(group_id, Instant::now()));
+            }
+            let g = groups.get_mut(group_id).expect("group");
+            let check = g.check_commit(member_id, instance_id, generation);
+            if check != ErrorCode::None {
+                return vec![check; offsets.len()];
+            }
+            let wanted = Some(g.protocol_type.clone().unwrap_or_default());
+            if g.stored_type != wanted {
+                entries.push(Entry::Group {
+                    group: group_id.to_string(),
+                    protocol_type: wanted,
+                });
+            }
+            for (o, answer) in offsets.iter().zip(answers.iter_mut()) {
+                let metadata = o.metadata.clone().unwrap_or_default();
+                if metadata.len() > MAX_OFFSET_METADATA {
+                    *answer = ErrorCode::OffsetMetadataTooLarge;
+                    continue;
+                }
+                let known = catalog
+                    .topic(&o.topic)
+                    .is_some_and(|t| o.partition >= 0 && o.partition < t.partitions());
+                if !known {
+                    *answer = ErrorCode::UnknownTopicOrPartition;
+                    continue;
+                }
+                entries.push(Entry::Offset {
+                    group: group_id.to_string(),
+                    topic: o.topic.clone(),
+                    partition: o.partition,
+                    value: Some(Committed {
+                        offset: o.offset,
+                        leader_epoch: o.leader_epoch,
+                        metadata,
+                        commit_ms: now,
+                    }),
+                });
+            }
+        }
+        if let Err(e) = log.append_durably(&entries, now).await {
+            log::error!("group {group_id}: writing a commit: {e}");
+            return answers
+                .into_iter()
+                .map(|a| {
+                    if a == ErrorCode::None {
+                        ErrorCode::KafkaStorageError
+                    } else {
+                        a
+                    }
+                })
+                .collect();
+        }
+        {
+            let mut groups = self.groups.borrow_mut();
+            let now = Instant::now();
+            for e in entries {
+                apply(&mut groups, e, now);
+            }
+        }
+        self.maybe_checkpoint(&log).await;
+        answers
+    }
+
+    /// Checkpoints `log` when it has grown enough. The caller holds its lock.
+    async fn maybe_checkpoint(&self, log: &GroupLog) {
+        if !log.wants_checkpoint() {
+            return;
+        }
+        let live = self.live_entries(log.partition);
+        if let Err(e) = log.checkpoint(live, now_ms()).await {
+            log::error!("group log {}: checkpoint failed: {e}", log.partition);
+        }
+    }
+
+    /// Every entry in force for the groups of one log partition.
+    fn live_entries(&self, partition: u32) -> Vec<Entry> {
+        let groups = self.groups.borrow();
+        let mut out = Vec::new();
+        for g in groups.values() {
+            if store::log_partition(&g.id) != partition || g.stored_type.is_none() {
+                continue;
+            }
+            out.push(Entry::Group {
+                group: g.id.clone(),
+                protocol_type: g.stored_type.clone(),
+            });
+            for ((topic, partition), c) in &g.offsets {
+                out.push(Entry::Offset {
+                    group: g.id.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    value: Some(c.clone()),
+                });
+            }
+        }
+        out
+    }
+
+    /// OffsetFetch for one group: -1 (none) where nothing is committed.
+    pub fn committed(&self, group_id: &str, query: OffsetQuery) -> OffsetAnswer {
+        let groups = self.groups.borrow();
+        let g = groups.get(group_id);
+        match query {
+            Some(topics) => topics
+                .into_iter()
+                .map(|(topic, parts)| {
+                    let answers = parts
+                        .into_iter()
+                        .map(|p| {
+                            let c = g.and_then(|g| g.offsets.get(&(topic.clone(), p)).cloned());
+                            (p, c)
+                        })
+                        .collect();
+                    (topic, answers)
+                })
+                .collect(),
+            None => {
+                let mut out: OffsetAnswer = Vec::new();
+                for ((topic, p), c) in g.map(|g| g.offsets.iter()).into_iter().flatten() {
+                    match out.last_mut() {
+                        Some((t, parts)) if t == topic => parts.push((*p, Some(c.clone()))),
+                        _ => out.push((topic.clone(), vec![(*p, Some(c.clone()))])),
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    pub fn describe(&self, group_id: &str) -> GroupDescription {
+        let groups = self.groups.borrow();
+        let Some(g) = groups.get(group_id) else {
+            return GroupDescription {
+                state: GroupState::Dead.name(),
+                protocol_type: String::new(),
+                protocol: String::new(),
+                members: Vec::new(),
+            };
+        };
+        // As Kafka: member metadata and assignments only once stable.
+        let stable = g.state == GroupState::Stable;
+        let protocol = g.protocol.clone().unwrap_or_default();
+        GroupDescription {
+            state: g.state.name(),
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: if stable {
+                protocol.clone()
+            } else {
+                String::new()
+            },
+            members: g
+                .members
+                .iter()
+                .map(|m| MemberDescription {
+                    member_id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: if stable {
+                        m.metadata(&protocol)
+                    } else {
+                        Bytes::new()
+                    },
+                    assignment: if stable {
+                        m.assignment.clone()
+                    } else {
+                        Bytes::new()
+                    },
+                })
+                .collect(),
+        }
+    }
+
+    pub fn list(&self) -> Vec<ListedGroup> {
+        let mut out: Vec<_> = self
+            .groups
+            .borrow()
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .map(|g| ListedGroup {
+                group_id: g.id.clone(),
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                state: g.state.name(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        out
+    }
+
+    /// DeleteGroups for one group: only an empty group goes; its offsets
+    /// are deleted durably first.
+    pub async fn delete(&self, group_id: &str) -> ErrorCode {
+        if !group::valid_group_id(group_id) {
+            return ErrorCode::InvalidGroupId;
+        }
+        let log = match self.log_for(group_id) {
+            Ok(l) => l,
+            Err(e) => return e.code,
+        };
+        let _write = log.lock().await;
+        {
+            let groups = self.groups.borrow();
+            match groups.get(group_id) {
+                None => return ErrorCode::GroupIdNotFound,
+                Some(g) if g.state == GroupState::Dead => return ErrorCode::GroupIdNotFound,
+                Some(g) if g.state != GroupState::Empty => return ErrorCode::NonEmptyGroup,
+                Some(_) => {}
+            }
+        }
+        let tombstone = Entry::Group {
+            group: group_id.to_string(),
+            protocol_type: None,
+        };
+        if let Err(e) = log.append_durably(&[tombstone], now_ms()).await {
+            log::error!("group {group_id}: writing its deletion: {e}");
+            return ErrorCode::KafkaStorageError;
+        }
+        if let Some(mut g) = self.groups.borrow_mut().remove(group_id) {
+            g.kill();
+        }
+        ErrorCode::None
+    }
+
+    /// OffsetDelete: removes committed offsets, except of topics the group's
+    /// members still subscribe to.
+    pub async fn delete_offsets(
+        &self,
+        group_id: &str,
+        topics: Vec<(String, Vec<i32>)>,
+    ) -> Result<Vec<(String, Vec<(i32, ErrorCode)>)>, ErrorCode> {
+        let log = self.log_for(group_id).map_err(|e| e.code)?;
+        let _write = log.lock().await;
+        let mut entries = Vec::new();
+        let answers = {
+            let groups = self.groups.borrow();
+            let g = match groups.get(group_id) {
+                Some(g) if g.state != GroupState::Dead => g,
+                _ => return Err(ErrorCode::GroupIdNotFound),
+            };
+            let active = g.state != GroupState::Empty;
+            if active && g.protocol_type.as_deref() != Some("consumer") {
+                return Err(ErrorCode::NonEmptyGroup);
+            }
+            topics
+                .into_iter()
+                .map(|(topic, parts)| {
+                    let answers = parts
+                        .into_iter()
+                        .map(|p| {
+                            if active && g.subscribed_to(&topic) {
+                                return (p, ErrorCode::GroupSubscribedToTopic);
+                            }
+                            if g.offsets.contains_key(&(topic.clone(), p)) {
+                                entries.push(Entry::Offset {
+                                    group: group_id.to_string(),
+                                    topic: topic.clone(),
+                                    partition: p,
+                                    value: None,
+                                });
+                            }
+                            (p, ErrorCode::None)
+                        })
+                        .collect();
+                    (topic, answers)
+                })
+                .collect()
+        };
+        if let Err(e) = log.append_durably(&entries, now_ms()).await {
+            log::error!("group {group_id}: deleting offsets: {e}");
+            return Err(ErrorCode::KafkaStorageError);
+        }
+        let mut groups = self.groups.borrow_mut();
+        let now = Instant::now();
+        for e in entries {
+            apply(&mut groups, e, now);
+        }
+        Ok(answers)
+    }
+
+    /// Session expiry and rebalance deadlines (called every 100 ms).
+    pub fn tick(&self) {
+        let now = Instant::now();
+        for g in self.groups.borrow_mut().values_mut() {
+            g.tick(now, &self.cfg);
+        }
+    }
+
+    /// Fails every waiting member and syncs the logs (clean stop).
+    pub async fn close(&self) {
+        for g in self.groups.borrow_mut().values_mut() {
+            g.kill();
+        }
+        for log in self.logs.values() {
+            log.close().await;
+        }
+    }
+}
+
+/// Applies one durable entry to the in-memory groups.
+fn apply(groups: &mut HashMap<String, Group>, e: Entry, now: Instant) {
+    match e {
+        Entry::Group {
+            group,
+            protocol_type: None,
+        } => {
+            groups.remove(&group);
+        }
+        Entry::Group {
+            group,
+            protocol_type: Some(t),
+        } => {
+            let g = groups
+                .entry(group.clone())
+                .or_insert_with(|| Group::new(&group, now));
+            if g.protocol_type.is_none() && !t.is_empty() {
+                g.protocol_type = Some(t.clone());
+            }
+            g.stored_type = Some(t);
+        }
+        Entry::Offset {
+            group,
+            topic,
+            partition,
+            value,
+        } => {
+            let g = groups
+                .entry(group.clone())
+                .or_insert_with(|| Group::new(&group, now));
+            match value {
+                Some(c) => {
+                    g.offsets.insert((topic, partition), c);
+                }
+                None => {
+                    g.offsets.remove(&(topic, partition));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! ListGroups (key 16): every group of every shard, filtered by state (v4)
+//! and type (v5; every group here is a "classic" group).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+use weir_core::Shard;
+
+use super::str;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 5;
+
+pub async fn handle(shard: &Rc<Shard>, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+    let groups = match shard.list_groups().await {
+        Ok(g) => g,
+        Err(e) => return ListGroupsResponse::default().with_error_code(e.code.code()),
+    };
+    let wants = |filter: &[kafka_protocol::protocol::StrBytes], value: &str| {
+        filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(value))
+    };
+    let listed = groups
+        .into_iter()
+        .filter(|g| version < 4 || wants(&req.states_filter, g.state))
+        .filter(|_| version < 5 || wants(&req.types_filter, "classic"))
+        .map(|g| {
+            let mut l = ListedGroup::default()
+                .with_group_id(GroupId(str(&g.group_id)))
+                .with_protocol_type(str(&g.protocol_type));
+            if version >= 4 {
+                l = l.with_group_state(str(g.state));
+            }
+            if version >= 5 {
+                l = l.with_group_type(str("classic"));
+            }
+            l
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(listed)
+}

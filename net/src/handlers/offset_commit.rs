@@ -1,0 +1,80 @@
+//! OffsetCommit (key 8): written to the group log and fsynced before the
+//! answer. A commit may move an offset either way (rewinding a group is a
+//! normal operation); one from a stale generation is refused.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use weir_core::groups::OffsetToCommit;
+use weir_core::Shard;
+
+pub const MIN: i16 = 2;
+pub const MAX: i16 = 9;
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: OffsetCommitRequest,
+    version: i16,
+) -> OffsetCommitResponse {
+    let group = req.group_id.0.to_string();
+    let mut offsets = Vec::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            offsets.push(OffsetToCommit {
+                topic: t.name.0.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: if version >= 6 {
+                    p.committed_leader_epoch
+                } else {
+                    -1
+                },
+                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+            });
+        }
+    }
+    let n = offsets.len();
+    let g = group.clone();
+    let member = req.member_id.to_string();
+    let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
+    let generation = req.generation_id_or_member_epoch;
+    let codes = shard
+        .on_group(&group, move |s| async move {
+            let catalog = s.catalog();
+            s.groups
+                .commit(
+                    &g,
+                    &member,
+                    instance.as_deref(),
+                    generation,
+                    offsets,
+                    &catalog,
+                )
+                .await
+        })
+        .await
+        .unwrap_or_else(|e| vec![e.code; n]);
+    let mut codes = codes.into_iter();
+    OffsetCommitResponse::default().with_topics(
+        req.topics
+            .into_iter()
+            .map(|t| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(t.name)
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                OffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(codes.next().expect("one per offset").code())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,129 @@
+//! OffsetFetch (key 9): a group's committed offsets (-1 where none); from
+//! v8 several groups at once, each asked of the shard coordinating it.
+
+use std::rc::Rc;
+
+use futures::future::join_all;
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use weir_core::groups::{OffsetAnswer, OffsetQuery};
+use weir_core::{ErrorCode, KafkaError, Shard};
+
+use super::str;
+
+pub const MIN: i16 = 1;
+pub const MAX: i16 = 9;
+
+async fn committed(
+    shard: &Rc<Shard>,
+    group: String,
+    query: OffsetQuery,
+) -> Result<OffsetAnswer, KafkaError> {
+    let g = group.clone();
+    shard
+        .on_group(
+            &group,
+            move |s| async move { s.groups.committed(&g, query) },
+        )
+        .await
+}
+
+/// (offset, leader epoch, metadata) of one answer.
+fn parts(c: Option<weir_core::groups::store::Committed>) -> (i64, i32, String) {
+    match c {
+        Some(c) => (c.offset, c.leader_epoch, c.metadata),
+        None => (-1, -1, String::new()),
+    }
+}
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    if version >= 8 {
+        let asks = req.groups.into_iter().map(|g| {
+            let query = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                    .collect()
+            });
+            let id = g.group_id;
+            async move { (id.clone(), committed(shard, id.0.to_string(), query).await) }
+        });
+        let groups = join_all(asks)
+            .await
+            .into_iter()
+            .map(|(id, r)| match r {
+                Ok(answer) => OffsetFetchResponseGroup::default()
+                    .with_group_id(id)
+                    .with_topics(
+                        answer
+                            .into_iter()
+                            .map(|(topic, ps)| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(TopicName(str(&topic)))
+                                    .with_partitions(
+                                        ps.into_iter()
+                                            .map(|(p, c)| {
+                                                let (offset, epoch, meta) = parts(c);
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(p)
+                                                    .with_committed_offset(offset)
+                                                    .with_committed_leader_epoch(epoch)
+                                                    .with_metadata(Some(str(&meta)))
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+                Err(e) => OffsetFetchResponseGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(e.code.code()),
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let query = req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+            .collect()
+    });
+    let (answer, code) = match committed(shard, req.group_id.0.to_string(), query).await {
+        Ok(a) => (a, ErrorCode::None),
+        Err(e) => (Vec::new(), e.code),
+    };
+    let mut resp = OffsetFetchResponse::default().with_topics(
+        answer
+            .into_iter()
+            .map(|(topic, ps)| {
+                OffsetFetchResponseTopic::default()
+                    .with_name(TopicName(str(&topic)))
+                    .with_partitions(
+                        ps.into_iter()
+                            .map(|(p, c)| {
+                                let (offset, epoch, meta) = parts(c);
+                                let part = OffsetFetchResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(offset)
+                                    .with_metadata(Some(str(&meta)));
+                                if version >= 5 {
+                                    part.with_committed_leader_epoch(epoch)
+                                } else {
+                                    part
+                                }
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    );
+    if version >= 2 {
+        resp = resp.with_error_code(code.code());
+    }
+    resp
+}
