@@ -815,7 +815,10 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
     // Shards bind with SO_REUSEPORT, which would also let them share a port
     // with another live process (say, a second node). A plain bind cannot
     // tell that apart from connections of a previous run still closing, so
-    // ask the port itself: anyone answering means it is taken.
+    // ask the port itself: anyone answering means it is taken. A node just
+    // killed can still answer for a moment: its io_uring instance holds the
+    // listening socket until the kernel tears the ring down, after the
+    // process is gone. So the port must keep answering to count as taken.
     for (what, addr) in [("Kafka", config.kafka_addr), ("HTTP", config.http_addr)] {
         let mut probe = addr;
         if probe.ip().is_unspecified() {
@@ -824,7 +827,15 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                 std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
             });
         }
-        if std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok() {
+        let answers =
+            || std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut taken = answers();
+        while taken && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            taken = answers();
+        }
+        if taken {
             return Err(format!(
                 "cannot listen for {what} on {addr}: another process is listening there"
             ));
