@@ -342,6 +342,8 @@ impl PartitionLog {
             .acquire_permit(1)
             .await
             .expect("semaphore open");
+        // Allocate ahead no more than a segment holds.
+        let ahead = PREALLOCATE_BYTES.min(align_up(self.config.get().segment_bytes));
         let (jobs, target) = {
             let st = self.state.borrow();
             if st.durable_offset == st.next_offset {
@@ -353,7 +355,7 @@ impl PartitionLog {
                 .filter(|s| s.dirty())
                 .map(|s| {
                     let (buf, pos, end) = s.prepare_flush();
-                    let grow = (end > s.allocated).then(|| align_up(end) + PREALLOCATE_BYTES);
+                    let grow = (end > s.allocated).then(|| align_up(end) + ahead);
                     (s.base, s.file.clone(), buf, pos, end, grow)
                 })
                 .collect();

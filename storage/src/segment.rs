@@ -162,7 +162,22 @@ impl Segment {
             seg.staged.push(Bytes::copy_from_slice(&tail));
         }
         if file_size != seg.size {
-            log::warn!(
+            // Zeros after the last batch are space allocated ahead (every
+            // segment has some until it is sealed); anything else is a write
+            // torn by a crash, which is worth a warning.
+            let probe = (file_size - seg.size).min(4096) as usize;
+            let after = seg
+                .file
+                .read_at(seg.size, probe)
+                .await
+                .map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?;
+            let level = if after.iter().all(|b| *b == 0) {
+                log::Level::Debug
+            } else {
+                log::Level::Warn
+            };
+            log::log!(
+                level,
                 "{}: truncating {} bytes after the last valid batch (offset {})",
                 path.display(),
                 file_size - seg.size,

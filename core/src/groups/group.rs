@@ -28,6 +28,9 @@ pub struct GroupConfig {
     /// How long a rebalance of an empty group waits for more members
     /// (`group.initial.rebalance.delay.ms`).
     pub initial_rebalance_delay: Duration,
+    /// The group log is checkpointed when it grows past this (and past
+    /// twice its size after the last checkpoint).
+    pub log_checkpoint_bytes: u64,
 }
 
 impl Default for GroupConfig {
@@ -36,6 +39,7 @@ impl Default for GroupConfig {
             min_session_timeout: Duration::from_millis(6_000),
             max_session_timeout: Duration::from_millis(1_800_000),
             initial_rebalance_delay: Duration::from_millis(3_000),
+            log_checkpoint_bytes: 8 << 20,
         }
     }
 }
@@ -880,6 +884,7 @@ mod tests {
             min_session_timeout: Duration::from_millis(1),
             max_session_timeout: Duration::from_secs(3600),
             initial_rebalance_delay: Duration::ZERO,
+            ..GroupConfig::default()
         }
     }
 

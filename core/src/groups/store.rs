@@ -30,10 +30,6 @@ pub const GROUP_LOG_PARTITIONS: u32 = 16;
 /// Records per batch when a checkpoint rewrites the live entries.
 const CHECKPOINT_BATCH: usize = 4096;
 
-/// A log past this size (and twice its size after the last checkpoint) is
-/// checkpointed.
-const CHECKPOINT_MIN_BYTES: u64 = 16 << 20;
-
 /// The log partition a group's records go to.
 pub fn log_partition(group: &str) -> u32 {
     (stable_hash(group) % GROUP_LOG_PARTITIONS as u64) as u32
@@ -198,17 +194,23 @@ pub struct GroupLog {
     lock: Semaphore,
     /// Checkpoint when the log grows past this.
     checkpoint_at: Cell<u64>,
+    /// The smallest `checkpoint_at`.
+    checkpoint_min: u64,
 }
 
 impl GroupLog {
-    /// Opens the log and returns it with every entry from its start, in order.
+    /// Opens the log and returns it with every entry from its start, in
+    /// order. It is checkpointed past `checkpoint_min` bytes.
     pub async fn open(
         data_dir: &Path,
         partition: u32,
+        checkpoint_min: u64,
         now_ms: i64,
     ) -> Result<(GroupLog, Vec<Entry>), KafkaError> {
+        // Segments a quarter of the checkpoint size: a checkpoint frees
+        // whole segments, so most of what it supersedes goes.
         let config = LogConfig {
-            segment_bytes: 8 << 20,
+            segment_bytes: (checkpoint_min / 4).max(4096),
             retention_ms: -1,
             retention_bytes: -1,
             ..LogConfig::default()
@@ -262,7 +264,8 @@ impl GroupLog {
             partition,
             log,
             lock: Semaphore::new(1),
-            checkpoint_at: Cell::new((size * 2).max(CHECKPOINT_MIN_BYTES)),
+            checkpoint_at: Cell::new((size * 2).max(checkpoint_min)),
+            checkpoint_min,
         };
         Ok((log, entries))
     }
@@ -299,6 +302,11 @@ impl GroupLog {
         }
     }
 
+    /// Bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.log.size_bytes()
+    }
+
     /// Whether the log has grown enough to be checkpointed.
     pub fn wants_checkpoint(&self) -> bool {
         self.log.size_bytes() > self.checkpoint_at.get()
@@ -316,7 +324,7 @@ impl GroupLog {
             self.log.delete_records_before(start)?;
         }
         let size = self.log.size_bytes();
-        self.checkpoint_at.set((size * 2).max(CHECKPOINT_MIN_BYTES));
+        self.checkpoint_at.set((size * 2).max(self.checkpoint_min));
         log::info!(
             "group log {}: checkpointed {} entries; {} bytes kept",
             self.partition,
