@@ -120,6 +120,9 @@ pub struct TopicMeta {
     /// `shards[p]` owns partition `p`.
     pub shards: Vec<usize>,
     pub config: TopicConfig,
+    /// A typed table's schema (CREATE TABLE); `None`: a raw topic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<crate::table::schema::TableSchema>,
 }
 
 impl TopicMeta {

@@ -60,6 +60,8 @@ impl ErrorCode {
 pub struct KafkaError {
     pub code: ErrorCode,
     pub message: String,
+    /// The record of the batch that is at fault (INVALID_RECORD).
+    pub record_index: Option<i32>,
 }
 
 impl KafkaError {
@@ -67,6 +69,7 @@ impl KafkaError {
         KafkaError {
             code,
             message: message.into(),
+            record_index: None,
         }
     }
 

@@ -9,6 +9,7 @@
 //! - [`groups`]: consumer groups: membership, rebalances, durable offsets.
 //! - [`producer_ids`]: producer ids unique across restarts (catalog shard).
 //! - [`error`]: Kafka error codes.
+//! - [`table`]: typed tables: schemas, records to rows, scans for SQL.
 
 pub mod cache;
 pub mod catalog;
@@ -19,6 +20,7 @@ pub mod groups;
 pub mod partition;
 pub mod producer_ids;
 pub mod shard;
+pub mod table;
 
 pub use config::NodeConfig;
 pub use error::{ErrorCode, KafkaError};

@@ -13,6 +13,7 @@ use weir_storage::{Appended, PartitionLog};
 use crate::cache::{CachedBatch, PartitionCache, TailCache};
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
+use crate::table::schema::TableSchema;
 
 /// The result of a successful produce to one partition.
 pub type ProduceResult = Result<Appended, KafkaError>;
@@ -61,9 +62,10 @@ impl Partition {
         records: Bytes,
         acks: i16,
         max_message_bytes: i32,
+        schema: Option<&TableSchema>,
         cache: &RefCell<TailCache>,
     ) -> ProduceResult {
-        let batches = split_produced(&records)?;
+        let mut batches = split_produced(&records)?;
         for (h, _) in &batches {
             if h.total_len() > max_message_bytes.max(0) as usize {
                 return Err(KafkaError::new(
@@ -77,6 +79,27 @@ impl Partition {
                     ),
                 ));
             }
+        }
+        if let Some(schema) = schema {
+            // A typed table stores rows: every record is converted (or the
+            // whole request refused) before anything is appended.
+            let now = now_ms();
+            let mut rows = Vec::with_capacity(batches.len());
+            for (h, b) in &batches {
+                if let Some(r) = crate::table::rows_batch(&self.topic, schema, h, b, now)? {
+                    rows.push(r);
+                }
+            }
+            if rows.is_empty() {
+                // Nothing became a row: nothing is written.
+                let end = self.log.log_end();
+                return Ok(Appended {
+                    base_offset: end,
+                    last_offset: end - 1,
+                    log_append_time: -1,
+                });
+            }
+            batches = rows;
         }
         self.append(&batches, acks, cache).await
     }

@@ -53,6 +53,8 @@ pub struct NewTopic {
     pub partitions: i32,
     pub replication_factor: i16,
     pub configs: Vec<(String, Option<String>)>,
+    /// CREATE TABLE's columns; `None` for a raw topic.
+    pub schema: Option<crate::table::schema::TableSchema>,
 }
 
 /// Counters of one shard's work (for `GET /stats`).
@@ -308,12 +310,11 @@ impl Shard {
             stats
                 .appended_bytes
                 .set(stats.appended_bytes.get() + records.len() as u64);
-            let max = s
-                .catalog()
-                .topic(&p.topic)
-                .map(|t| t.config.max_message_bytes)
-                .unwrap_or(i32::MAX);
-            p.produce(records, acks, max, &s.cache).await
+            let catalog = s.catalog();
+            let topic = catalog.topic(&p.topic);
+            let max = topic.map_or(i32::MAX, |t| t.config.max_message_bytes);
+            let schema = topic.and_then(|t| t.schema.as_ref());
+            p.produce(records, acks, max, schema, &s.cache).await
         })
         .await
     }
@@ -582,6 +583,7 @@ impl Shard {
             name: t.name,
             id: new_topic_id(),
             config,
+            schema: t.schema,
         })
     }
 

@@ -1,7 +1,8 @@
 //! weir-storage: the on-disk log of a partition.
 //!
 //! - [`batch`]: Kafka v2 record batch headers, validation, offset assignment.
-//! - [`records`]: reading records inside an uncompressed batch.
+//! - [`records`]: reading records inside a batch, building batches.
+//! - [`compression`]: Kafka's codecs, decompressed with a size bound.
 //! - [`index`]: the sparse offset and time indexes of a segment.
 //! - [`segment`]: one segment file, written with O_DIRECT on io_uring.
 //! - [`log`]: a partition's segments, appends, group commit, reads, retention.
@@ -11,6 +12,7 @@
 //! type here is `!Send` and lives on that shard.
 
 pub mod batch;
+pub mod compression;
 pub mod index;
 pub mod log;
 pub mod producer_state;

@@ -4,7 +4,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::batch::{BatchHeader, ATTR_COMPRESSION_MASK, HEADER_LEN, LOG_OVERHEAD};
+use crate::batch::{BatchHeader, ATTR_COMPRESSION_MASK, ATTR_LOG_APPEND_TIME, HEADER_LEN, LOG_OVERHEAD};
 
 /// Appends `v` as a zigzag varint.
 pub fn write_varlong(out: &mut BytesMut, v: i64) {
@@ -16,13 +16,14 @@ pub fn write_varlong(out: &mut BytesMut, v: i64) {
     out.put_u8(z as u8);
 }
 
-/// One record of a batch the node builds or reads: no headers.
+/// One record of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     pub offset: i64,
     pub timestamp: i64,
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
 }
 
 /// A record's key and value as `build_batch` takes them (`None`: null).
@@ -31,13 +32,40 @@ pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 /// Builds one uncompressed v2 batch (base offset 0, assigned on append)
 /// holding `records` as (key, value), all stamped `timestamp_ms`.
 pub fn build_batch(records: &[KeyValue<'_>], timestamp_ms: i64) -> Bytes {
+    let stamped: Vec<_> = records.iter().map(|(k, v)| (timestamp_ms, *k, *v)).collect();
+    build_stamped_batch(&stamped, &Producer::NONE)
+}
+
+/// The producer fields of a batch the node builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Producer {
+    pub id: i64,
+    pub epoch: i16,
+    pub base_sequence: i32,
+    /// Mark the batch LogAppendTime (its timestamps are arrival times).
+    pub log_append_time: bool,
+}
+
+impl Producer {
+    pub const NONE: Producer = Producer {
+        id: -1,
+        epoch: -1,
+        base_sequence: -1,
+        log_append_time: false,
+    };
+}
+
+/// Builds one uncompressed v2 batch of (timestamp, key, value) records.
+pub fn build_stamped_batch(records: &[(i64, Option<&[u8]>, Option<&[u8]>)], producer: &Producer) -> Bytes {
     assert!(!records.is_empty(), "a batch holds at least one record");
+    let base_ts = records.iter().map(|r| r.0).min().expect("a record");
+    let max_ts = records.iter().map(|r| r.0).max().expect("a record");
     let mut body = BytesMut::new();
     let mut rec = BytesMut::new();
-    for (i, (key, value)) in records.iter().enumerate() {
+    for (i, (ts, key, value)) in records.iter().enumerate() {
         rec.clear();
         rec.put_u8(0); // attributes
-        write_varlong(&mut rec, 0); // timestamp delta
+        write_varlong(&mut rec, ts - base_ts);
         write_varlong(&mut rec, i as i64); // offset delta
         for field in [key, value] {
             match field {
@@ -59,13 +87,13 @@ pub fn build_batch(records: &[KeyValue<'_>], timestamp_ms: i64) -> Bytes {
     b.put_i32(-1); // partition leader epoch
     b.put_i8(2);
     b.put_u32(0); // CRC, below
-    b.put_i16(0); // attributes
+    b.put_i16(if producer.log_append_time { ATTR_LOG_APPEND_TIME } else { 0 });
     b.put_i32(n - 1);
-    b.put_i64(timestamp_ms);
-    b.put_i64(timestamp_ms);
-    b.put_i64(-1); // producer id
-    b.put_i16(-1);
-    b.put_i32(-1);
+    b.put_i64(base_ts);
+    b.put_i64(max_ts);
+    b.put_i64(producer.id);
+    b.put_i16(producer.epoch);
+    b.put_i32(producer.base_sequence);
     b.put_i32(n);
     b.put_slice(&body);
     let crc = crc32c::crc32c(&b[21..]);
@@ -79,41 +107,76 @@ pub fn read_records(batch: &Bytes, h: &BatchHeader) -> Option<Vec<Record>> {
     if h.attributes & ATTR_COMPRESSION_MASK != 0 {
         return None;
     }
-    let mut out = Vec::with_capacity(h.record_count.max(0) as usize);
-    let mut at = HEADER_LEN;
+    parse_records(&batch.slice(HEADER_LEN.min(batch.len())..), h).ok()
+}
+
+/// The records of any batch (`batch` holds exactly it), decompressing them
+/// first (to at most `limit` bytes). The error says what is wrong.
+pub fn batch_records(batch: &Bytes, h: &BatchHeader, limit: usize) -> Result<Vec<Record>, String> {
+    let body = batch.slice(HEADER_LEN.min(batch.len())..);
+    let codec = h.attributes & ATTR_COMPRESSION_MASK;
+    let body = if codec == 0 {
+        body
+    } else {
+        Bytes::from(crate::compression::decompress(codec, &body, limit)?)
+    };
+    parse_records(&body, h)
+}
+
+/// Parses `h.record_count` records from `body` (the bytes after the header).
+fn parse_records(body: &Bytes, h: &BatchHeader) -> Result<Vec<Record>, String> {
+    let bad = |what: &str, i: i32| format!("record {i} of the batch at offset {}: {what}", h.base_offset);
     let field = |at: &mut usize| -> Option<Option<Bytes>> {
-        let len = read_varlong(batch, at)?;
+        let len = read_varlong(body, at)?;
         if len < 0 {
             return Some(None);
         }
         let end = at.checked_add(usize::try_from(len).ok()?)?;
-        if end > batch.len() {
+        if end > body.len() {
             return None;
         }
-        let b = batch.slice(*at..end);
+        let b = body.slice(*at..end);
         *at = end;
         Some(Some(b))
     };
-    for _ in 0..h.record_count {
-        let len = read_varlong(batch, &mut at)?;
-        let end = at.checked_add(usize::try_from(len).ok()?)?;
-        if end > batch.len() {
-            return None;
-        }
+    let mut out = Vec::with_capacity(h.record_count.clamp(0, 1 << 16) as usize);
+    let mut at = 0;
+    for i in 0..h.record_count {
+        let len = read_varlong(body, &mut at).ok_or_else(|| bad("truncated length", i))?;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| at.checked_add(l))
+            .filter(|e| *e <= body.len())
+            .ok_or_else(|| bad("length past the batch", i))?;
         at += 1; // attributes
-        let ts_delta = read_varlong(batch, &mut at)?;
-        let offset_delta = read_varlong(batch, &mut at)?;
-        let key = field(&mut at)?;
-        let value = field(&mut at)?;
-        out.push(Record {
-            offset: h.base_offset + offset_delta,
-            timestamp: h.base_timestamp + ts_delta,
-            key,
-            value,
-        });
+        let parsed = (|| {
+            let ts_delta = read_varlong(body, &mut at)?;
+            let offset_delta = read_varlong(body, &mut at)?;
+            let key = field(&mut at)?;
+            let value = field(&mut at)?;
+            let n = read_varlong(body, &mut at)?;
+            let mut headers = Vec::with_capacity(n.clamp(0, 64) as usize);
+            for _ in 0..n {
+                let name = field(&mut at)??;
+                let value = field(&mut at)?;
+                headers.push((String::from_utf8_lossy(&name).into_owned(), value));
+            }
+            Some(Record {
+                offset: h.base_offset + offset_delta,
+                timestamp: h.base_timestamp + ts_delta,
+                key,
+                value,
+                headers,
+            })
+        })();
+        let r = parsed.ok_or_else(|| bad("malformed", i))?;
+        if at > end {
+            return Err(bad("fields run past its length", i));
+        }
+        out.push(r);
         at = end;
     }
-    Some(out)
+    Ok(out)
 }
 
 /// Reads a zigzag varint (Kafka's varint/varlong) from `b` at `*at`.

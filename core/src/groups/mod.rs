@@ -608,6 +608,7 @@ mod tests {
                 id: [1; 16],
                 shards: vec![0; 4],
                 config: Default::default(),
+                schema: None,
             },
         );
         c

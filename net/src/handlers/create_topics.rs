@@ -41,6 +41,7 @@ pub async fn handle(
                 .into_iter()
                 .map(|c| (c.name.to_string(), c.value.map(|v| v.to_string())))
                 .collect(),
+            schema: None,
         })
         .collect();
     let results = shard.create_topics(new, req.validate_only).await;

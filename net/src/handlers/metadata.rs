@@ -59,6 +59,7 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
                         partitions: -1,
                         replication_factor: -1,
                         configs: vec![],
+                        schema: None,
                     })
                     .collect();
                 let results = shard.create_topics(new, false).await;

@@ -107,7 +107,7 @@ fn partition_response(
                 let p = p.with_error_message(message.clone());
                 if e.code == ErrorCode::InvalidRecord {
                     return p.with_record_errors(vec![BatchIndexAndErrorMessage::default()
-                        .with_batch_index(0)
+                        .with_batch_index(e.record_index.unwrap_or(0))
                         .with_batch_index_error_message(message)]);
                 }
                 p

@@ -1,0 +1,405 @@
+//! How a record becomes a row of a typed table (seed 000's table): a JSON
+//! object value by column name, `_key`/`_timestamp`/`_value` from the
+//! record, Debezium change events unwrapped, tombstones deleting keys.
+//!
+//! A stored row is a JSON object with every column, in table order; a keyed
+//! table's record key is the JSON object of its key columns.
+
+use serde_json::Value;
+
+use super::schema::{format_timestamp, parse_timestamp, Column, ColumnType, TableSchema};
+
+/// What one produced record does to a table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowOp {
+    /// Append (or, in a keyed table, upsert) this row.
+    Row { key: Option<Vec<u8>>, row: Vec<u8> },
+    /// Delete this key (keyed tables): stored as a tombstone.
+    Delete { key: Vec<u8> },
+    /// Nothing to store (a tombstone in an unkeyed table, a truncate).
+    Skip,
+}
+
+/// The record as the conversion needs it.
+pub struct Incoming<'a> {
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    /// The record's timestamp (the arrival time for a LogAppendTime batch).
+    pub timestamp_ms: i64,
+}
+
+/// Converts one record; the error says why it is refused.
+pub fn to_row(schema: &TableSchema, r: &Incoming) -> Result<RowOp, String> {
+    let value = r.value.filter(|v| !v.is_empty());
+    if schema.has("_value") {
+        let Some(v) = value else {
+            return tombstone(schema, r.key);
+        };
+        let mut fields: Vec<(usize, Value)> = Vec::new();
+        for (i, c) in schema.columns.iter().enumerate() {
+            let v = match c.name.as_str() {
+                "_value" => Value::String(String::from_utf8_lossy(v).into_owned()),
+                "_key" => key_text(r.key),
+                "_timestamp" => Value::String(format_timestamp(r.timestamp_ms)),
+                _ => Value::Null,
+            };
+            fields.push((i, v));
+        }
+        return finish(schema, fields.into_iter().map(|(_, v)| v).collect());
+    }
+    let Some(v) = value else {
+        return tombstone(schema, r.key);
+    };
+    let mut buf = v.to_vec();
+    let parsed: Value = simd_json::serde::from_slice(&mut buf).map_err(|_| {
+        format!(
+            "the value is not JSON: {}",
+            preview(&String::from_utf8_lossy(v))
+        )
+    })?;
+    let Value::Object(obj) = parsed else {
+        return Err(format!(
+            "the value is not a JSON object: {}",
+            preview(&String::from_utf8_lossy(v))
+        ));
+    };
+    let obj = match debezium(&obj) {
+        Some(event) => match event.op {
+            "c" | "r" | "u" => match event.after {
+                Some(Value::Object(after)) => after.clone(),
+                _ => return Err(format!("a Debezium {:?} event without an after row", event.op)),
+            },
+            "d" => {
+                if !schema.is_keyed() {
+                    return Err(
+                        "a Debezium delete needs a table with a PRIMARY KEY to name its row; this table has none"
+                            .into(),
+                    );
+                }
+                let Some(Value::Object(before)) = event.before else {
+                    return Err("a Debezium delete without a before row".into());
+                };
+                return Ok(RowOp::Delete {
+                    key: key_from_object(schema, before)?,
+                });
+            }
+            _ => return Ok(RowOp::Skip),
+        },
+        None => obj,
+    };
+    let mut row = Vec::with_capacity(schema.columns.len());
+    for c in &schema.columns {
+        let v = match c.name.as_str() {
+            "_key" => key_text(r.key),
+            "_timestamp" => Value::String(format_timestamp(r.timestamp_ms)),
+            name => match obj.get(name) {
+                Some(v) => convert(c, v)?,
+                None => match &c.default {
+                    Some(d) => serde_json::from_str(d).unwrap_or(Value::Null),
+                    None => Value::Null,
+                },
+            },
+        };
+        row.push(v);
+    }
+    finish(schema, row)
+}
+
+/// A Debezium change event: its op and rows, with or without Kafka
+/// Connect's schema/payload envelope.
+struct Event<'a> {
+    op: &'a str,
+    before: Option<&'a Value>,
+    after: Option<&'a Value>,
+}
+
+fn debezium(obj: &serde_json::Map<String, Value>) -> Option<Event<'_>> {
+    let body = match obj.get("payload") {
+        Some(Value::Object(p)) if p.contains_key("op") => p,
+        _ => obj,
+    };
+    let op = body.get("op")?.as_str()?;
+    if !body.contains_key("after") && !body.contains_key("before") {
+        return None;
+    }
+    Some(Event {
+        op,
+        before: body.get("before"),
+        after: body.get("after"),
+    })
+}
+
+fn key_text(key: Option<&[u8]>) -> Value {
+    match key {
+        Some(k) => Value::String(String::from_utf8_lossy(k).into_owned()),
+        None => Value::Null,
+    }
+}
+
+fn preview(s: &str) -> String {
+    let mut p: String = s.chars().take(60).collect();
+    if p.len() < s.len() {
+        p.push('…');
+    }
+    format!("{p:?}")
+}
+
+/// A tombstone: deletes its key in a keyed table, skipped elsewhere.
+fn tombstone(schema: &TableSchema, key: Option<&[u8]>) -> Result<RowOp, String> {
+    if !schema.is_keyed() {
+        return Ok(RowOp::Skip);
+    }
+    let key = key.ok_or("a tombstone (null value) without a key cannot name the row to delete")?;
+    let mut buf = key.to_vec();
+    let parsed: Value = simd_json::serde::from_slice(&mut buf).map_err(|_| {
+        format!(
+            "the key {} is not JSON",
+            preview(&String::from_utf8_lossy(key))
+        )
+    })?;
+    let key = match parsed {
+        Value::Object(o) => key_from_object(schema, &o)?,
+        bare if schema.primary_key.len() == 1 => {
+            let mut o = serde_json::Map::new();
+            o.insert(schema.primary_key[0].clone(), bare);
+            key_from_object(schema, &o)?
+        }
+        other => {
+            return Err(format!(
+                "the key {other} must be a JSON object of the key columns {:?}",
+                schema.primary_key
+            ))
+        }
+    };
+    Ok(RowOp::Delete { key })
+}
+
+/// The stored key (`{"id":1}`) from an object holding the key columns.
+fn key_from_object(schema: &TableSchema, o: &serde_json::Map<String, Value>) -> Result<Vec<u8>, String> {
+    let mut parts = Vec::new();
+    for k in &schema.primary_key {
+        let c = schema.column(k).expect("key columns exist");
+        let v = o.get(k).ok_or_else(|| format!("the key has no {k:?}"))?;
+        let v = convert(c, v)?;
+        if v.is_null() {
+            return Err(format!("key column {k} is null"));
+        }
+        parts.push((k.as_str(), v));
+    }
+    Ok(object_bytes(parts.iter().map(|(k, v)| (*k, v))))
+}
+
+/// Checks NOT NULL and builds the stored row (and key).
+fn finish(schema: &TableSchema, row: Vec<Value>) -> Result<RowOp, String> {
+    for (c, v) in schema.columns.iter().zip(&row) {
+        if v.is_null() && (c.not_null || schema.primary_key.contains(&c.name)) {
+            return Err(format!("{} is NOT NULL", c.name));
+        }
+    }
+    let key = schema.is_keyed().then(|| {
+        object_bytes(
+            schema
+                .key_indexes()
+                .into_iter()
+                .map(|i| (schema.columns[i].name.as_str(), &row[i])),
+        )
+    });
+    let bytes = object_bytes(
+        schema
+            .columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .zip(row.iter()),
+    );
+    Ok(RowOp::Row { key, row: bytes })
+}
+
+/// A JSON object with its fields in the given order.
+pub fn object_bytes<'a>(fields: impl Iterator<Item = (&'a str, &'a Value)>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.push(b'{');
+    for (i, (k, v)) in fields.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, k).expect("a string serialises");
+        out.push(b':');
+        serde_json::to_writer(&mut out, v).expect("a value serialises");
+    }
+    out.push(b'}');
+    out
+}
+
+/// A JSON field converted to a column's type.
+pub fn convert(c: &Column, v: &Value) -> Result<Value, String> {
+    let fail = || {
+        let shown = match v {
+            Value::String(s) => format!("{s:?}"),
+            other => other.to_string(),
+        };
+        format!("failed to parse {shown} as {} (column {})", c.ty.name(), c.name)
+    };
+    if v.is_null() {
+        return Ok(Value::Null);
+    }
+    let int = |lo: i64, hi: i64| -> Result<Value, String> {
+        let n = match v {
+            Value::Number(n) => n
+                .as_i64()
+                .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18).map(|f| f as i64)),
+            Value::String(s) => s.trim().parse::<i64>().ok(),
+            _ => None,
+        }
+        .filter(|n| (lo..=hi).contains(n))
+        .ok_or_else(fail)?;
+        Ok(Value::from(n))
+    };
+    let float = || -> Result<Value, String> {
+        let f = match v {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse::<f64>().ok().filter(|f| f.is_finite()),
+            _ => None,
+        }
+        .ok_or_else(fail)?;
+        serde_json::Number::from_f64(f).map(Value::Number).ok_or_else(fail)
+    };
+    match c.ty {
+        ColumnType::BigInt => int(i64::MIN, i64::MAX),
+        ColumnType::Int => int(i32::MIN as i64, i32::MAX as i64),
+        ColumnType::SmallInt => int(i16::MIN as i64, i16::MAX as i64),
+        ColumnType::Double | ColumnType::Real => float(),
+        ColumnType::Boolean => match v {
+            Value::Bool(b) => Ok(Value::Bool(*b)),
+            Value::String(s) if s.eq_ignore_ascii_case("true") => Ok(Value::Bool(true)),
+            Value::String(s) if s.eq_ignore_ascii_case("false") => Ok(Value::Bool(false)),
+            _ => Err(fail()),
+        },
+        ColumnType::Varchar => match v {
+            Value::String(s) => Ok(Value::String(s.clone())),
+            _ => Err(fail()),
+        },
+        ColumnType::Timestamp => {
+            let ms = match v {
+                Value::Number(n) => n.as_i64(),
+                Value::String(s) => parse_timestamp(s),
+                _ => None,
+            }
+            .ok_or_else(fail)?;
+            Ok(Value::String(format_timestamp(ms)))
+        }
+        ColumnType::Json => Ok(v.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn col(name: &str, ty: ColumnType) -> Column {
+        Column {
+            name: name.into(),
+            ty,
+            not_null: false,
+            default: None,
+        }
+    }
+
+    fn rec<'a>(key: Option<&'a [u8]>, value: Option<&'a [u8]>) -> Incoming<'a> {
+        Incoming {
+            key,
+            value,
+            timestamp_ms: 1_000,
+        }
+    }
+
+    fn row(op: RowOp) -> (Option<String>, String) {
+        match op {
+            RowOp::Row { key, row } => (
+                key.map(|k| String::from_utf8(k).unwrap()),
+                String::from_utf8(row).unwrap(),
+            ),
+            other => panic!("expected a row, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn json_objects_become_rows_in_column_order() {
+        let mut amount = col("amount", ColumnType::Double);
+        amount.default = Some("0.5".into());
+        let s = TableSchema {
+            columns: vec![col("id", ColumnType::BigInt), col("item", ColumnType::Varchar), amount],
+            primary_key: vec![],
+        };
+        let (k, r) = row(to_row(&s, &rec(None, Some(br#"{"item":"tea","id":1,"extra":true}"#))).unwrap());
+        assert_eq!(k, None);
+        assert_eq!(r, r#"{"id":1,"item":"tea","amount":0.5}"#);
+        let (_, r) = row(to_row(&s, &rec(None, Some(br#"{"id":"2","amount":null}"#))).unwrap());
+        assert_eq!(r, r#"{"id":2,"item":null,"amount":null}"#, "explicit null stays null");
+        let e = to_row(&s, &rec(None, Some(br#"{"id":"abc"}"#))).unwrap_err();
+        assert_eq!(e, r#"failed to parse "abc" as BIGINT (column id)"#);
+        assert!(to_row(&s, &rec(None, Some(b"[1]"))).unwrap_err().contains("not a JSON object"));
+        assert!(to_row(&s, &rec(None, Some(b"abc"))).unwrap_err().contains("not JSON"));
+        assert_eq!(to_row(&s, &rec(None, None)).unwrap(), RowOp::Skip);
+    }
+
+    #[test]
+    fn not_null_and_special_columns() {
+        let mut name = col("name", ColumnType::Varchar);
+        name.not_null = true;
+        let s = TableSchema {
+            columns: vec![name, col("_key", ColumnType::Varchar), col("_timestamp", ColumnType::Timestamp)],
+            primary_key: vec![],
+        };
+        assert_eq!(to_row(&s, &rec(None, Some(b"{}"))).unwrap_err(), "name is NOT NULL");
+        let (_, r) = row(to_row(&s, &rec(Some(b"k"), Some(br#"{"name":"a"}"#))).unwrap());
+        assert_eq!(r, r#"{"name":"a","_key":"k","_timestamp":"1970-01-01 00:00:01.000"}"#);
+    }
+
+    #[test]
+    fn keyed_tables_debezium_and_tombstones() {
+        let s = TableSchema {
+            columns: vec![col("id", ColumnType::BigInt), col("name", ColumnType::Varchar)],
+            primary_key: vec!["id".into()],
+        };
+        let ev = br#"{"op":"c","before":null,"after":{"id":1,"name":"ann"},"source":{}}"#;
+        let (k, r) = row(to_row(&s, &rec(Some(br#"{"id": 1}"#), Some(ev))).unwrap());
+        assert_eq!(k.as_deref(), Some(r#"{"id":1}"#));
+        assert_eq!(r, r#"{"id":1,"name":"ann"}"#);
+        let wrapped = br#"{"schema":{},"payload":{"op":"u","before":{"id":1},"after":{"id":1,"name":"bo"}}}"#;
+        let (_, r) = row(to_row(&s, &rec(None, Some(wrapped))).unwrap());
+        assert_eq!(r, r#"{"id":1,"name":"bo"}"#);
+        let del = br#"{"op":"d","before":{"id":2,"name":"x"},"after":null}"#;
+        assert_eq!(to_row(&s, &rec(None, Some(del))).unwrap(), RowOp::Delete { key: br#"{"id":2}"#.to_vec() });
+        assert_eq!(to_row(&s, &rec(Some(b"2"), None)).unwrap(), RowOp::Delete { key: br#"{"id":2}"#.to_vec() });
+        assert_eq!(
+            to_row(&s, &rec(Some(br#"{"id":3}"#), Some(b""))).unwrap(),
+            RowOp::Delete { key: br#"{"id":3}"#.to_vec() }
+        );
+        let truncate = br#"{"op":"t","before":null,"after":null}"#;
+        assert_eq!(to_row(&s, &rec(None, Some(truncate))).unwrap(), RowOp::Skip);
+        let unkeyed = TableSchema {
+            primary_key: vec![],
+            ..s.clone()
+        };
+        assert!(to_row(&unkeyed, &rec(None, Some(del))).unwrap_err().contains("PRIMARY KEY"));
+        assert!(to_row(&s, &rec(None, Some(br#"{"name":"no id"}"#))).unwrap_err().contains("id is NOT NULL"));
+    }
+
+    #[test]
+    fn raw_value_tables_keep_the_value() {
+        let s = TableSchema {
+            columns: vec![
+                col("_key", ColumnType::Varchar),
+                col("_timestamp", ColumnType::Timestamp),
+                col("_value", ColumnType::Varchar),
+                col("other", ColumnType::BigInt),
+            ],
+            primary_key: vec![],
+        };
+        let (_, r) = row(to_row(&s, &rec(Some(b"n1"), Some(b"plain text, not json"))).unwrap());
+        assert_eq!(
+            r,
+            r#"{"_key":"n1","_timestamp":"1970-01-01 00:00:01.000","_value":"plain text, not json","other":null}"#
+        );
+    }
+}
