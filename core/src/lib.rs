@@ -9,6 +9,7 @@
 //! - [`groups`]: consumer groups: membership, rebalances, durable offsets.
 //! - [`producer_ids`]: producer ids unique across restarts (catalog shard).
 //! - [`error`]: Kafka error codes.
+//! - [`sql`]: SQL statements over the tables (`POST /sql`).
 //! - [`table`]: typed tables: schemas, records to rows, scans for SQL.
 
 pub mod cache;
@@ -20,6 +21,7 @@ pub mod groups;
 pub mod partition;
 pub mod producer_ids;
 pub mod shard;
+pub mod sql;
 pub mod table;
 
 pub use config::NodeConfig;

@@ -40,6 +40,8 @@ pub struct Partition {
     /// Fetches waiting for the high watermark to move.
     waiters: RefCell<Vec<oneshot::Sender<()>>>,
     flushing: Cell<bool>,
+    /// A keyed table's current rows, built from the log by SQL scans.
+    pub keyed: RefCell<crate::table::scan::KeyedRows>,
 }
 
 impl Partition {
@@ -52,6 +54,7 @@ impl Partition {
             acks: RefCell::new(Vec::new()),
             waiters: RefCell::new(Vec::new()),
             flushing: Cell::new(false),
+            keyed: RefCell::new(Default::default()),
         }
     }
 

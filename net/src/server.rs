@@ -72,7 +72,9 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// A small HTTP/1.1 endpoint: `GET /health`, `GET /stats` (every shard's counters).
+/// A small HTTP/1.1 endpoint: `GET /health`, `GET /stats` (every shard's
+/// counters), `POST /sql` (statements in the body; the last one's rows as a
+/// JSON array, or `{"error": ...}`).
 async fn serve_http(shard: Rc<Shard>, listener: TcpListener) {
     loop {
         let Ok(stream) = listener.accept().await else {
@@ -88,6 +90,23 @@ async fn serve_http(shard: Rc<Shard>, listener: TcpListener) {
 
 /// The largest HTTP request head read.
 const MAX_HTTP_HEAD: usize = 16 << 10;
+/// The largest SQL body accepted.
+const MAX_SQL_BODY: usize = 1 << 20;
+
+fn json_error(why: &str) -> Vec<u8> {
+    let mut out = b"{\"error\":".to_vec();
+    serde_json::to_writer(&mut out, why).expect("a string serialises");
+    out.push(b'}');
+    out
+}
+
+/// The header's value (case-insensitive name) in a request head.
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.split("\r\n").skip(1).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
 
 async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Result<()> {
     let mut head = Vec::new();
@@ -99,11 +118,13 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
         }
         head.extend_from_slice(&buf[..n]);
     }
-    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
+    let end = head.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
+    let head_text = String::from_utf8_lossy(&head[..end]).into_owned();
+    let mut body = head[end..].to_vec();
+    let line = head_text.split("\r\n").next().unwrap_or_default();
     let mut parts = line.split(' ');
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let (status, body) = match (method, path) {
+    let (status, body): (&str, Vec<u8>) = match (method, path) {
         ("GET", "/health") => (
             "200 OK",
             format!(
@@ -111,21 +132,51 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
                 shard.id,
                 shard.nr_shards,
                 shard.partition_count()
-            ),
+            )
+            .into_bytes(),
         ),
         ("GET", "/stats") => (
             "200 OK",
-            serde_json::to_string(&shard.reports().await).unwrap_or_default(),
+            serde_json::to_vec(&shard.reports().await).unwrap_or_default(),
         ),
+        ("POST", "/sql") => {
+            let len: usize = header(&head_text, "content-length")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(body.len());
+            if len > MAX_SQL_BODY {
+                ("413 Payload Too Large", json_error(&format!("the statement is over {MAX_SQL_BODY} bytes")))
+            } else {
+                while body.len() < len {
+                    let n = stream.read(&mut buf).await?;
+                    if n == 0 {
+                        return Ok(());
+                    }
+                    body.extend_from_slice(&buf[..n]);
+                }
+                body.truncate(len);
+                match std::str::from_utf8(&body) {
+                    Err(_) => ("400 Bad Request", json_error("the statement is not UTF-8")),
+                    Ok(sql) => match weir_core::sql::execute(&shard, sql).await {
+                        Ok(r) => ("200 OK", r.to_json()),
+                        Err(weir_core::sql::SqlError::Statement(why)) => ("400 Bad Request", json_error(&why)),
+                        Err(weir_core::sql::SqlError::Node(why)) => {
+                            log::error!("SQL failed: {why}");
+                            ("500 Internal Server Error", json_error(&why))
+                        }
+                    },
+                }
+            }
+        }
         _ => (
             "404 Not Found",
-            format!("{{\"error\":\"no route for {method} {path}\"}}"),
+            json_error(&format!("no route for {method} {path}")),
         ),
     };
     let resp = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(resp.as_bytes()).await?;
+    stream.write_all(&body).await?;
     stream.close().await
 }

@@ -1,0 +1,194 @@
+//! Reading a table's rows from its log, on the shard that owns the
+//! partition: a typed table's stored rows (a keyed table's latest row per
+//! key), or a raw topic's records as `_partition`, `_offset`,
+//! `_timestamp`, `_key`, `_value`, `_headers`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use serde_json::Value;
+use sqlparser::ast::Expr;
+use weir_storage::batch::BatchIter;
+use weir_storage::records::{batch_records, Record};
+
+use super::schema::{format_timestamp, TableSchema, RAW_COLUMNS};
+use super::MAX_DECOMPRESSED;
+use crate::catalog::TopicMeta;
+use crate::partition::Partition;
+use crate::sql::eval::{Columns, Eval};
+
+/// A keyed table partition's current rows, kept up to date from the log.
+#[derive(Default)]
+pub struct KeyedRows {
+    /// Every record below this offset is applied.
+    upto: i64,
+    /// Key → (offset of its latest row, the row).
+    rows: HashMap<Vec<u8>, (i64, Vec<Value>)>,
+}
+
+/// The columns of a table, in order.
+pub fn columns(meta: &TopicMeta) -> Vec<String> {
+    match &meta.schema {
+        Some(s) => s.columns.iter().map(|c| c.name.clone()).collect(),
+        None => RAW_COLUMNS.iter().map(|c| c.to_string()).collect(),
+    }
+}
+
+/// A stored row (a JSON object) as values in column order.
+fn typed_row(schema: &TableSchema, value: &[u8]) -> Vec<Value> {
+    let mut b = value.to_vec();
+    match simd_json::serde::from_slice::<Value>(&mut b) {
+        Ok(Value::Object(mut o)) => schema
+            .columns
+            .iter()
+            .map(|c| o.remove(&c.name).unwrap_or(Value::Null))
+            .collect(),
+        _ => vec![Value::Null; schema.columns.len()],
+    }
+}
+
+fn text(b: &Option<bytes::Bytes>) -> Value {
+    b.as_ref().map_or(Value::Null, |b| {
+        Value::String(String::from_utf8_lossy(b).into_owned())
+    })
+}
+
+fn raw_row(partition: i32, r: &Record) -> Vec<Value> {
+    let headers: serde_json::Map<String, Value> = r
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), text(v)))
+        .collect();
+    vec![
+        Value::from(partition),
+        Value::from(r.offset),
+        Value::String(format_timestamp(r.timestamp)),
+        text(&r.key),
+        text(&r.value),
+        Value::Object(headers),
+    ]
+}
+
+/// Calls `f` on every record from `from` to the high watermark, in order.
+async fn each_record(
+    p: &Partition,
+    from: i64,
+    f: &mut dyn FnMut(&Record) -> Result<(), String>,
+) -> Result<i64, String> {
+    let hw = p.log.high_watermark();
+    let mut offset = from.max(p.log.log_start());
+    while offset < hw {
+        let read = p.read(offset, 1 << 20).await.map_err(|e| e.message)?;
+        let mut advanced = false;
+        for (pos, h) in BatchIter::new(&read.records) {
+            if h.last_offset() < offset {
+                continue;
+            }
+            let batch = read.records.slice(pos..pos + h.total_len());
+            let records = batch_records(&batch, &h, MAX_DECOMPRESSED)
+                .map_err(|e| format!("{}-{}: {e}", p.topic, p.index))?;
+            for r in records.iter().filter(|r| r.offset >= offset) {
+                f(r)?;
+            }
+            offset = h.last_offset() + 1;
+            advanced = true;
+        }
+        if !advanced {
+            return Err(format!("{}-{}: no batch at offset {offset}", p.topic, p.index));
+        }
+    }
+    Ok(offset)
+}
+
+/// The rows of one partition that pass `filter`.
+pub async fn scan_partition(
+    p: &Rc<Partition>,
+    meta: &TopicMeta,
+    filter: Option<&Expr>,
+) -> Result<Vec<Vec<Value>>, String> {
+    let cols = Columns(columns(meta));
+    let eval = Eval { cols: &cols };
+    let mut out = Vec::new();
+    let keep = |row: Vec<Value>, out: &mut Vec<Vec<Value>>| -> Result<(), String> {
+        if filter.map_or(Ok(true), |f| eval.passes(f, &row))? {
+            out.push(row);
+        }
+        Ok(())
+    };
+    match &meta.schema {
+        None => {
+            let mut rows = Vec::new();
+            each_record(p, 0, &mut |r| {
+                rows.push(raw_row(p.index, r));
+                Ok(())
+            })
+            .await?;
+            for r in rows {
+                keep(r, &mut out)?;
+            }
+        }
+        Some(schema) if !schema.is_keyed() => {
+            let mut rows = Vec::new();
+            each_record(p, 0, &mut |r| {
+                if let Some(v) = &r.value {
+                    rows.push(typed_row(schema, v));
+                }
+                Ok(())
+            })
+            .await?;
+            for r in rows {
+                keep(r, &mut out)?;
+            }
+        }
+        Some(schema) => {
+            refresh_keyed(p, schema).await?;
+            let state = p.keyed.borrow();
+            let mut rows: Vec<&(i64, Vec<Value>)> = state.rows.values().collect();
+            rows.sort_by_key(|(offset, _)| *offset);
+            for (_, r) in rows {
+                keep(r.clone(), &mut out)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Applies the records appended since the last scan to a keyed table's rows.
+async fn refresh_keyed(p: &Partition, schema: &TableSchema) -> Result<(), String> {
+    let start = p.log.log_start();
+    let from = {
+        let mut st = p.keyed.borrow_mut();
+        if st.upto < start {
+            // Retention moved the log start past what was applied: rows
+            // before it are gone from the log, so they go here too.
+            *st = KeyedRows {
+                upto: start,
+                rows: HashMap::new(),
+            };
+        }
+        st.upto
+    };
+    let keyed: &RefCell<KeyedRows> = &p.keyed;
+    each_record(p, from, &mut |r| {
+        let mut st = keyed.borrow_mut();
+        // A concurrent scan may have applied this record already.
+        if r.offset < st.upto {
+            return Ok(());
+        }
+        if let Some(k) = &r.key {
+            match &r.value {
+                Some(v) => {
+                    st.rows.insert(k.to_vec(), (r.offset, typed_row(schema, v)));
+                }
+                None => {
+                    st.rows.remove(&k[..]);
+                }
+            }
+        }
+        st.upto = r.offset + 1;
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}

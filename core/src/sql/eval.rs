@@ -1,0 +1,598 @@
+//! Evaluating SQL expressions (sqlparser's AST) over rows of JSON values:
+//! comparisons, AND/OR/NOT, IS [NOT] NULL, IN, LIKE, BETWEEN, arithmetic,
+//! the JSON operators `->` and `->>`, scalar functions (json_get_*,
+//! lower, upper, length, coalesce, abs) and aggregates over groups.
+
+use std::cmp::Ordering;
+
+use serde_json::Value;
+use sqlparser::ast::{
+    BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, UnaryOperator,
+    Value as SqlValue,
+};
+
+/// A statement that cannot run, with what is wrong.
+pub type SqlResult<T> = Result<T, String>;
+
+/// The columns rows are laid out by.
+#[derive(Debug, Clone)]
+pub struct Columns(pub Vec<String>);
+
+impl Columns {
+    /// The index of a column: exact name first, then case-insensitive.
+    pub fn index(&self, name: &str) -> SqlResult<usize> {
+        self.0
+            .iter()
+            .position(|c| c == name)
+            .or_else(|| self.0.iter().position(|c| c.eq_ignore_ascii_case(name)))
+            .ok_or_else(|| {
+                format!(
+                    "unknown column {name:?} (the columns are {})",
+                    self.0.join(", ")
+                )
+            })
+    }
+}
+
+const AGGREGATES: [&str; 5] = ["count", "sum", "min", "max", "avg"];
+
+fn function_name(f: &Function) -> String {
+    f.name.to_string().to_ascii_lowercase()
+}
+
+pub fn is_aggregate(f: &Function) -> bool {
+    AGGREGATES.contains(&function_name(f).as_str())
+}
+
+/// Whether `e` contains an aggregate function.
+pub fn has_aggregate(e: &Expr) -> bool {
+    let mut found = false;
+    visit(e, &mut |x| {
+        if let Expr::Function(f) = x {
+            if is_aggregate(f) {
+                found = true;
+            }
+        }
+    });
+    found
+}
+
+/// Calls `f` on `e` and every expression inside it.
+pub fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(e);
+    match e {
+        Expr::BinaryOp { left, right, .. } => {
+            visit(left, f);
+            visit(right, f);
+        }
+        Expr::UnaryOp { expr, .. }
+        | Expr::Nested(expr)
+        | Expr::IsNull(expr)
+        | Expr::IsNotNull(expr)
+        | Expr::IsTrue(expr)
+        | Expr::IsFalse(expr) => visit(expr, f),
+        Expr::InList { expr, list, .. } => {
+            visit(expr, f);
+            list.iter().for_each(|x| visit(x, f));
+        }
+        Expr::Between {
+            expr, low, high, ..
+        } => {
+            visit(expr, f);
+            visit(low, f);
+            visit(high, f);
+        }
+        Expr::Like { expr, pattern, .. } | Expr::ILike { expr, pattern, .. } => {
+            visit(expr, f);
+            visit(pattern, f);
+        }
+        Expr::Function(func) => {
+            for a in args(func).into_iter().flatten() {
+                visit(a, f);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A function's argument expressions (`None` for `*`).
+pub fn args(f: &Function) -> Vec<Option<&Expr>> {
+    match &f.args {
+        FunctionArguments::List(l) => l
+            .args
+            .iter()
+            .map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e))
+                | FunctionArg::Named {
+                    arg: FunctionArgExpr::Expr(e),
+                    ..
+                } => Some(e),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Checks that every column `e` names exists.
+pub fn check_columns(e: &Expr, cols: &Columns) -> SqlResult<()> {
+    let mut err = Ok(());
+    visit(e, &mut |x| {
+        if err.is_ok() {
+            if let Some(name) = column_name(x) {
+                if let Err(e) = cols.index(&name) {
+                    err = Err(e);
+                }
+            }
+        }
+    });
+    err
+}
+
+/// The column an identifier expression names (the last part of `t.c`).
+pub fn column_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Identifier(i) => Some(i.value.clone()),
+        Expr::CompoundIdentifier(parts) => parts.last().map(|i| i.value.clone()),
+        _ => None,
+    }
+}
+
+/// The value of a literal.
+pub fn literal(v: &SqlValue) -> SqlResult<Value> {
+    Ok(match v {
+        SqlValue::Number(n, _) => {
+            if let Ok(i) = n.parse::<i64>() {
+                Value::from(i)
+            } else {
+                let f: f64 = n.parse().map_err(|_| format!("bad number {n}"))?;
+                serde_json::Number::from_f64(f)
+                    .map(Value::Number)
+                    .ok_or_else(|| format!("bad number {n}"))?
+            }
+        }
+        SqlValue::SingleQuotedString(s)
+        | SqlValue::DoubleQuotedString(s)
+        | SqlValue::EscapedStringLiteral(s)
+        | SqlValue::TripleSingleQuotedString(s) => Value::String(s.clone()),
+        SqlValue::Boolean(b) => Value::Bool(*b),
+        SqlValue::Null => Value::Null,
+        other => return Err(format!("unsupported literal {other}")),
+    })
+}
+
+pub fn as_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn as_i64(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        _ => None,
+    }
+}
+
+/// Text of a value: strings as they are, others as JSON.
+pub fn as_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+fn float(f: f64) -> Value {
+    serde_json::Number::from_f64(f)
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
+}
+
+fn truth(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::Null => None,
+        Value::Number(n) => Some(n.as_f64() != Some(0.0)),
+        _ => Some(true),
+    }
+}
+
+/// SQL ordering of two values; NULL compares as unknown (`None`).
+pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Null, _) | (_, Value::Null) => None,
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(i), Some(j)) => Some(i.cmp(&j)),
+            _ => x.as_f64()?.partial_cmp(&y.as_f64()?),
+        },
+        (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
+        (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
+        (Value::Number(_), Value::String(_)) | (Value::String(_), Value::Number(_)) => {
+            as_f64(a)?.partial_cmp(&as_f64(b)?)
+        }
+        _ => Some(a.to_string().cmp(&b.to_string())),
+    }
+}
+
+/// Ordering for ORDER BY: NULLs last ascending (first descending), as
+/// PostgreSQL does; values of different kinds by kind.
+pub fn sort_order(a: &Value, b: &Value) -> Ordering {
+    let rank = |v: &Value| match v {
+        Value::Null => 4,
+        Value::Bool(_) => 0,
+        Value::Number(_) => 1,
+        Value::String(_) => 2,
+        _ => 3,
+    };
+    match compare(a, b) {
+        Some(o) if rank(a) == rank(b) || (rank(a) < 3 && rank(b) < 3) => o,
+        _ => rank(a).cmp(&rank(b)),
+    }
+}
+
+fn like(text: &str, pattern: &str, fold: bool) -> bool {
+    let (t, p): (Vec<char>, Vec<char>) = if fold {
+        (text.to_lowercase().chars().collect(), pattern.to_lowercase().chars().collect())
+    } else {
+        (text.chars().collect(), pattern.chars().collect())
+    };
+    // Iterative wildcard match with backtracking to the last '%'.
+    let (mut i, mut j, mut star, mut mark) = (0usize, 0usize, None::<usize>, 0usize);
+    while i < t.len() {
+        if j < p.len() && (p[j] == '_' || p[j] == t[i]) {
+            i += 1;
+            j += 1;
+        } else if j < p.len() && p[j] == '%' {
+            star = Some(j);
+            mark = i;
+            j += 1;
+        } else if let Some(s) = star {
+            j = s + 1;
+            mark += 1;
+            i = mark;
+        } else {
+            return false;
+        }
+    }
+    while j < p.len() && p[j] == '%' {
+        j += 1;
+    }
+    j == p.len()
+}
+
+/// A JSON value from a value holding JSON (text is parsed).
+fn as_json(v: &Value) -> Option<Value> {
+    match v {
+        Value::Null => None,
+        Value::String(s) => {
+            let mut b = s.as_bytes().to_vec();
+            simd_json::serde::from_slice::<Value>(&mut b).ok()
+        }
+        other => Some(other.clone()),
+    }
+}
+
+fn json_field(v: &Value, key: &Value) -> Option<Value> {
+    let doc = as_json(v)?;
+    match (doc, key) {
+        (Value::Object(mut o), Value::String(k)) => o.remove(k),
+        (Value::Array(mut a), Value::Number(n)) => {
+            let i = usize::try_from(n.as_i64()?).ok()?;
+            (i < a.len()).then(|| a.swap_remove(i))
+        }
+        _ => None,
+    }
+}
+
+/// Where rows come from while evaluating: one row, or (for aggregates) a
+/// group of rows.
+pub enum Scope<'a> {
+    Row(&'a [Value]),
+    Group(&'a [&'a [Value]]),
+}
+
+pub struct Eval<'a> {
+    pub cols: &'a Columns,
+}
+
+impl Eval<'_> {
+    pub fn eval(&self, e: &Expr, scope: &Scope) -> SqlResult<Value> {
+        match e {
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) => {
+                let name = column_name(e).expect("an identifier");
+                let i = self.cols.index(&name)?;
+                match scope {
+                    Scope::Row(r) => Ok(r[i].clone()),
+                    // A plain column in a grouped query: its value in the
+                    // group (the same for every row when grouped by it).
+                    Scope::Group(rows) => Ok(rows.first().map_or(Value::Null, |r| r[i].clone())),
+                }
+            }
+            Expr::Value(v) => literal(&v.value),
+            Expr::Nested(x) => self.eval(x, scope),
+            Expr::IsNull(x) => Ok(Value::Bool(self.eval(x, scope)?.is_null())),
+            Expr::IsNotNull(x) => Ok(Value::Bool(!self.eval(x, scope)?.is_null())),
+            Expr::IsTrue(x) => Ok(Value::Bool(truth(&self.eval(x, scope)?) == Some(true))),
+            Expr::IsFalse(x) => Ok(Value::Bool(truth(&self.eval(x, scope)?) == Some(false))),
+            Expr::UnaryOp { op, expr } => {
+                let v = self.eval(expr, scope)?;
+                match op {
+                    UnaryOperator::Not => Ok(truth(&v).map_or(Value::Null, |b| Value::Bool(!b))),
+                    UnaryOperator::Minus => Ok(match (&v, as_i64(&v)) {
+                        (Value::Null, _) => Value::Null,
+                        (_, Some(i)) => Value::from(-i),
+                        _ => as_f64(&v).map_or(Value::Null, |f| float(-f)),
+                    }),
+                    UnaryOperator::Plus => Ok(v),
+                    other => Err(format!("unsupported operator {other}")),
+                }
+            }
+            Expr::BinaryOp { left, op, right } => self.binary(left, op, right, scope),
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let v = self.eval(expr, scope)?;
+                if v.is_null() {
+                    return Ok(Value::Null);
+                }
+                let mut found = false;
+                for x in list {
+                    if compare(&v, &self.eval(x, scope)?) == Some(Ordering::Equal) {
+                        found = true;
+                    }
+                }
+                Ok(Value::Bool(found != *negated))
+            }
+            Expr::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
+                let v = self.eval(expr, scope)?;
+                let (lo, hi) = (self.eval(low, scope)?, self.eval(high, scope)?);
+                match (compare(&v, &lo), compare(&v, &hi)) {
+                    (Some(a), Some(b)) => Ok(Value::Bool((a != Ordering::Less && b != Ordering::Greater) != *negated)),
+                    _ => Ok(Value::Null),
+                }
+            }
+            Expr::Like {
+                negated,
+                expr,
+                pattern,
+                ..
+            }
+            | Expr::ILike {
+                negated,
+                expr,
+                pattern,
+                ..
+            } => {
+                let fold = matches!(e, Expr::ILike { .. });
+                let (v, p) = (self.eval(expr, scope)?, self.eval(pattern, scope)?);
+                match (as_text(&v), as_text(&p)) {
+                    (Some(t), Some(p)) => Ok(Value::Bool(like(&t, &p, fold) != *negated)),
+                    _ => Ok(Value::Null),
+                }
+            }
+            Expr::Function(f) => self.function(f, scope),
+            other => Err(format!("unsupported expression: {other}")),
+        }
+    }
+
+    fn binary(&self, left: &Expr, op: &BinaryOperator, right: &Expr, scope: &Scope) -> SqlResult<Value> {
+        use BinaryOperator as B;
+        let l = self.eval(left, scope)?;
+        // AND/OR with SQL's three-valued logic.
+        if matches!(op, B::And | B::Or) {
+            let r = self.eval(right, scope)?;
+            let (a, b) = (truth(&l), truth(&r));
+            return Ok(match (op, a, b) {
+                (B::And, Some(false), _) | (B::And, _, Some(false)) => Value::Bool(false),
+                (B::And, Some(true), Some(true)) => Value::Bool(true),
+                (B::Or, Some(true), _) | (B::Or, _, Some(true)) => Value::Bool(true),
+                (B::Or, Some(false), Some(false)) => Value::Bool(false),
+                _ => Value::Null,
+            });
+        }
+        let r = self.eval(right, scope)?;
+        let cmp = |want: &dyn Fn(Ordering) -> bool| {
+            Ok(compare(&l, &r).map_or(Value::Null, |o| Value::Bool(want(o))))
+        };
+        match op {
+            B::Eq => cmp(&|o| o == Ordering::Equal),
+            B::NotEq => cmp(&|o| o != Ordering::Equal),
+            B::Lt => cmp(&|o| o == Ordering::Less),
+            B::LtEq => cmp(&|o| o != Ordering::Greater),
+            B::Gt => cmp(&|o| o == Ordering::Greater),
+            B::GtEq => cmp(&|o| o != Ordering::Less),
+            B::Arrow => Ok(json_field(&l, &r).unwrap_or(Value::Null)),
+            B::LongArrow => Ok(json_field(&l, &r)
+                .and_then(|v| as_text(&v))
+                .map_or(Value::Null, Value::String)),
+            B::StringConcat => match (as_text(&l), as_text(&r)) {
+                (Some(a), Some(b)) => Ok(Value::String(a + &b)),
+                _ => Ok(Value::Null),
+            },
+            B::Plus | B::Minus | B::Multiply | B::Divide | B::Modulo => {
+                if l.is_null() || r.is_null() {
+                    return Ok(Value::Null);
+                }
+                if let (Some(a), Some(b)) = (as_i64(&l), as_i64(&r)) {
+                    let v = match op {
+                        B::Plus => a.checked_add(b),
+                        B::Minus => a.checked_sub(b),
+                        B::Multiply => a.checked_mul(b),
+                        B::Divide if b == 0 => return Err("division by zero".into()),
+                        B::Divide if a % b == 0 => Some(a / b),
+                        B::Divide => return Ok(float(a as f64 / b as f64)),
+                        B::Modulo if b == 0 => return Err("division by zero".into()),
+                        _ => a.checked_rem(b),
+                    };
+                    return v.map(Value::from).ok_or_else(|| "integer overflow".into());
+                }
+                let (Some(a), Some(b)) = (as_f64(&l), as_f64(&r)) else {
+                    return Err(format!("cannot compute {l} {op} {r}"));
+                };
+                Ok(float(match op {
+                    B::Plus => a + b,
+                    B::Minus => a - b,
+                    B::Multiply => a * b,
+                    B::Divide => a / b,
+                    _ => a % b,
+                }))
+            }
+            other => Err(format!("unsupported operator {other}")),
+        }
+    }
+
+    fn function(&self, f: &Function, scope: &Scope) -> SqlResult<Value> {
+        let name = function_name(f);
+        let args = args(f);
+        if is_aggregate(f) {
+            let Scope::Group(rows) = scope else {
+                return Err(format!("{name}() is an aggregate: it cannot be used here"));
+            };
+            return self.aggregate(&name, &args, rows);
+        }
+        let vals: Vec<Value> = args
+            .iter()
+            .map(|a| match a {
+                Some(e) => self.eval(e, scope),
+                None => Err(format!("{name}(*) is not a function")),
+            })
+            .collect::<SqlResult<_>>()?;
+        let want = |n: usize| {
+            if vals.len() == n {
+                Ok(())
+            } else {
+                Err(format!("{name}() takes {n} argument(s), {} given", vals.len()))
+            }
+        };
+        match name.as_str() {
+            "json_get_str" | "json_get_int" | "json_get_float" | "json_get_bool" | "json_get" => {
+                want(2)?;
+                let field = json_field(&vals[0], &vals[1]);
+                Ok(match (name.as_str(), field) {
+                    (_, None) => Value::Null,
+                    ("json_get", Some(v)) => v,
+                    ("json_get_str", Some(Value::String(s))) => Value::String(s),
+                    ("json_get_int", Some(v)) => as_i64(&v).map_or(Value::Null, Value::from),
+                    ("json_get_float", Some(v @ Value::Number(_))) => as_f64(&v).map_or(Value::Null, float),
+                    ("json_get_bool", Some(Value::Bool(b))) => Value::Bool(b),
+                    _ => Value::Null,
+                })
+            }
+            "lower" | "upper" => {
+                want(1)?;
+                Ok(as_text(&vals[0]).map_or(Value::Null, |s| {
+                    Value::String(if name == "lower" { s.to_lowercase() } else { s.to_uppercase() })
+                }))
+            }
+            "length" | "char_length" => {
+                want(1)?;
+                Ok(as_text(&vals[0]).map_or(Value::Null, |s| Value::from(s.chars().count() as i64)))
+            }
+            "abs" => {
+                want(1)?;
+                Ok(match (as_i64(&vals[0]), as_f64(&vals[0])) {
+                    (Some(i), _) => Value::from(i.abs()),
+                    (None, Some(f)) => float(f.abs()),
+                    _ => Value::Null,
+                })
+            }
+            "coalesce" => Ok(vals.into_iter().find(|v| !v.is_null()).unwrap_or(Value::Null)),
+            other => Err(format!("unknown function {other}()")),
+        }
+    }
+
+    fn aggregate(&self, name: &str, args: &[Option<&Expr>], rows: &[&[Value]]) -> SqlResult<Value> {
+        if args.len() != 1 {
+            return Err(format!("{name}() takes one argument"));
+        }
+        let Some(arg) = args[0] else {
+            return if name == "count" {
+                Ok(Value::from(rows.len() as i64))
+            } else {
+                Err(format!("{name}(*) is not allowed"))
+            };
+        };
+        let mut vals = Vec::with_capacity(rows.len());
+        for r in rows {
+            let v = self.eval(arg, &Scope::Row(r))?;
+            if !v.is_null() {
+                vals.push(v);
+            }
+        }
+        Ok(match name {
+            "count" => Value::from(vals.len() as i64),
+            "min" | "max" => {
+                let pick = if name == "min" { Ordering::Less } else { Ordering::Greater };
+                let mut best: Option<Value> = None;
+                for v in vals {
+                    match &best {
+                        Some(b) if compare(&v, b) != Some(pick) => {}
+                        _ => best = Some(v),
+                    }
+                }
+                best.unwrap_or(Value::Null)
+            }
+            "sum" | "avg" => {
+                if vals.is_empty() {
+                    return Ok(Value::Null);
+                }
+                let ints: Option<Vec<i64>> = vals.iter().map(as_i64).collect();
+                match (name, ints) {
+                    ("sum", Some(is)) => is
+                        .iter()
+                        .try_fold(0i64, |a, b| a.checked_add(*b))
+                        .map(Value::from)
+                        .unwrap_or_else(|| float(is.iter().map(|i| *i as f64).sum())),
+                    _ => {
+                        let fs: Vec<f64> = vals
+                            .iter()
+                            .map(|v| as_f64(v).ok_or_else(|| format!("{name}() of non-number {v}")))
+                            .collect::<SqlResult<_>>()?;
+                        let total: f64 = fs.iter().sum();
+                        float(if name == "avg" { total / fs.len() as f64 } else { total })
+                    }
+                }
+            }
+            _ => unreachable!("an aggregate"),
+        })
+    }
+
+    /// Whether a row passes a WHERE clause (NULL does not).
+    pub fn passes(&self, e: &Expr, row: &[Value]) -> SqlResult<bool> {
+        Ok(truth(&self.eval(e, &Scope::Row(row))?) == Some(true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_patterns() {
+        assert!(like("hello", "h%o", false));
+        assert!(like("hello", "h_llo", false));
+        assert!(like("hello", "%", false));
+        assert!(!like("hello", "h%x", false));
+        assert!(like("HeLLo", "hello", true));
+        assert!(like("a%b", "a%b", false));
+        assert!(!like("", "_", false));
+    }
+
+    #[test]
+    fn ordering() {
+        assert_eq!(compare(&Value::from(2), &Value::from(10)), Some(Ordering::Less));
+        assert_eq!(compare(&Value::from(2.5), &Value::from(2)), Some(Ordering::Greater));
+        assert_eq!(compare(&Value::Null, &Value::from(1)), None);
+        assert_eq!(sort_order(&Value::Null, &Value::from(1)), Ordering::Greater, "nulls last");
+    }
+}
