@@ -1,4 +1,7 @@
-//! The `weir` binary: `weir serve DATA_DIR [options]`.
+//! The `weir` binary: `weir serve DATA_DIR [options]` runs a node;
+//! `weir sql "SQL"` runs statements on one.
+
+mod sql_client;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -27,6 +30,20 @@ struct Cli {
 enum Command {
     /// Run a node.
     Serve(ServeArgs),
+    /// Run SQL statements on a node and print the result.
+    Sql(SqlArgs),
+}
+
+#[derive(Parser)]
+struct SqlArgs {
+    /// The node's HTTP address (its `--addr`).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: String,
+    /// Print the rows as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Statements, separated by `;`: the last one's rows are printed.
+    sql: String,
 }
 
 #[derive(Parser)]
@@ -147,6 +164,22 @@ fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     match cli.command {
+        Command::Sql(args) => {
+            let out = sql_client::request(&args.addr, &args.sql).and_then(|body| {
+                if args.json {
+                    Ok(body + "\n")
+                } else {
+                    sql_client::table(&body)
+                }
+            });
+            match out {
+                Ok(text) => print!("{text}"),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
         Command::Serve(args) => {
             let cfg = match config(args) {
                 Ok(c) => c,

@@ -118,7 +118,11 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
         }
         head.extend_from_slice(&buf[..n]);
     }
-    let end = head.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
+    let end = head
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head")
+        + 4;
     let head_text = String::from_utf8_lossy(&head[..end]).into_owned();
     let mut body = head[end..].to_vec();
     let line = head_text.split("\r\n").next().unwrap_or_default();
@@ -144,7 +148,10 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(body.len());
             if len > MAX_SQL_BODY {
-                ("413 Payload Too Large", json_error(&format!("the statement is over {MAX_SQL_BODY} bytes")))
+                (
+                    "413 Payload Too Large",
+                    json_error(&format!("the statement is over {MAX_SQL_BODY} bytes")),
+                )
             } else {
                 while body.len() < len {
                     let n = stream.read(&mut buf).await?;
@@ -158,7 +165,9 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
                     Err(_) => ("400 Bad Request", json_error("the statement is not UTF-8")),
                     Ok(sql) => match weir_core::sql::execute(&shard, sql).await {
                         Ok(r) => ("200 OK", r.to_json()),
-                        Err(weir_core::sql::SqlError::Statement(why)) => ("400 Bad Request", json_error(&why)),
+                        Err(weir_core::sql::SqlError::Statement(why)) => {
+                            ("400 Bad Request", json_error(&why))
+                        }
                         Err(weir_core::sql::SqlError::Node(why)) => {
                             log::error!("SQL failed: {why}");
                             ("500 Internal Server Error", json_error(&why))

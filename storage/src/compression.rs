@@ -82,7 +82,9 @@ mod tests {
 
     #[test]
     fn every_codec_round_trips_and_is_bounded() {
-        let data: Vec<u8> = (0..10_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let data: Vec<u8> = (0..10_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(&data).unwrap();
         let gz = gz.finish().unwrap();
@@ -98,8 +100,18 @@ mod tests {
         lz.write_all(&data).unwrap();
         let lz = lz.finish().unwrap();
         let zs = zstd::encode_all(&data[..], 3).unwrap();
-        for (codec, bytes) in [(GZIP, &gz), (SNAPPY, &raw_snappy), (SNAPPY, &xerial), (LZ4, &lz), (ZSTD, &zs)] {
-            assert_eq!(decompress(codec, bytes, 1 << 20).unwrap(), data, "codec {codec}");
+        for (codec, bytes) in [
+            (GZIP, &gz),
+            (SNAPPY, &raw_snappy),
+            (SNAPPY, &xerial),
+            (LZ4, &lz),
+            (ZSTD, &zs),
+        ] {
+            assert_eq!(
+                decompress(codec, bytes, 1 << 20).unwrap(),
+                data,
+                "codec {codec}"
+            );
             let err = decompress(codec, bytes, 1000).unwrap_err();
             assert!(err.contains("more than 1000 bytes"), "codec {codec}: {err}");
         }

@@ -4,7 +4,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::batch::{BatchHeader, ATTR_COMPRESSION_MASK, ATTR_LOG_APPEND_TIME, HEADER_LEN, LOG_OVERHEAD};
+use crate::batch::{
+    BatchHeader, ATTR_COMPRESSION_MASK, ATTR_LOG_APPEND_TIME, HEADER_LEN, LOG_OVERHEAD,
+};
 
 /// Appends `v` as a zigzag varint.
 pub fn write_varlong(out: &mut BytesMut, v: i64) {
@@ -32,7 +34,10 @@ pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 /// Builds one uncompressed v2 batch (base offset 0, assigned on append)
 /// holding `records` as (key, value), all stamped `timestamp_ms`.
 pub fn build_batch(records: &[KeyValue<'_>], timestamp_ms: i64) -> Bytes {
-    let stamped: Vec<_> = records.iter().map(|(k, v)| (timestamp_ms, *k, *v)).collect();
+    let stamped: Vec<_> = records
+        .iter()
+        .map(|(k, v)| (timestamp_ms, *k, *v))
+        .collect();
     build_stamped_batch(&stamped, &Producer::NONE)
 }
 
@@ -55,8 +60,14 @@ impl Producer {
     };
 }
 
+/// A record as `build_stamped_batch` takes it: (timestamp, key, value).
+pub type Stamped<'a> = (i64, Option<&'a [u8]>, Option<&'a [u8]>);
+
 /// Builds one uncompressed v2 batch of (timestamp, key, value) records.
-pub fn build_stamped_batch(records: &[(i64, Option<&[u8]>, Option<&[u8]>)], producer: &Producer) -> Bytes {
+pub fn build_stamped_batch(
+    records: &[Stamped<'_>],
+    producer: &Producer,
+) -> Bytes {
     assert!(!records.is_empty(), "a batch holds at least one record");
     let base_ts = records.iter().map(|r| r.0).min().expect("a record");
     let max_ts = records.iter().map(|r| r.0).max().expect("a record");
@@ -87,7 +98,11 @@ pub fn build_stamped_batch(records: &[(i64, Option<&[u8]>, Option<&[u8]>)], prod
     b.put_i32(-1); // partition leader epoch
     b.put_i8(2);
     b.put_u32(0); // CRC, below
-    b.put_i16(if producer.log_append_time { ATTR_LOG_APPEND_TIME } else { 0 });
+    b.put_i16(if producer.log_append_time {
+        ATTR_LOG_APPEND_TIME
+    } else {
+        0
+    });
     b.put_i32(n - 1);
     b.put_i64(base_ts);
     b.put_i64(max_ts);
@@ -125,7 +140,12 @@ pub fn batch_records(batch: &Bytes, h: &BatchHeader, limit: usize) -> Result<Vec
 
 /// Parses `h.record_count` records from `body` (the bytes after the header).
 fn parse_records(body: &Bytes, h: &BatchHeader) -> Result<Vec<Record>, String> {
-    let bad = |what: &str, i: i32| format!("record {i} of the batch at offset {}: {what}", h.base_offset);
+    let bad = |what: &str, i: i32| {
+        format!(
+            "record {i} of the batch at offset {}: {what}",
+            h.base_offset
+        )
+    };
     let field = |at: &mut usize| -> Option<Option<Bytes>> {
         let len = read_varlong(body, at)?;
         if len < 0 {

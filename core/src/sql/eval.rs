@@ -130,10 +130,13 @@ pub fn check_columns(e: &Expr, cols: &Columns) -> SqlResult<()> {
 }
 
 /// The column an identifier expression names (the last part of `t.c`).
+/// A keyword the parser read as a function without parentheses (`user`,
+/// `current_date`) names a column too.
 pub fn column_name(e: &Expr) -> Option<String> {
     match e {
         Expr::Identifier(i) => Some(i.value.clone()),
         Expr::CompoundIdentifier(parts) => parts.last().map(|i| i.value.clone()),
+        Expr::Function(f) if matches!(f.args, FunctionArguments::None) => Some(f.name.to_string()),
         _ => None,
     }
 }
@@ -235,7 +238,10 @@ pub fn sort_order(a: &Value, b: &Value) -> Ordering {
 
 fn like(text: &str, pattern: &str, fold: bool) -> bool {
     let (t, p): (Vec<char>, Vec<char>) = if fold {
-        (text.to_lowercase().chars().collect(), pattern.to_lowercase().chars().collect())
+        (
+            text.to_lowercase().chars().collect(),
+            pattern.to_lowercase().chars().collect(),
+        )
     } else {
         (text.chars().collect(), pattern.chars().collect())
     };
@@ -301,7 +307,12 @@ pub struct Eval<'a> {
 impl Eval<'_> {
     pub fn eval(&self, e: &Expr, scope: &Scope) -> SqlResult<Value> {
         match e {
-            Expr::Identifier(_) | Expr::CompoundIdentifier(_) => {
+            Expr::Identifier(_)
+            | Expr::CompoundIdentifier(_)
+            | Expr::Function(Function {
+                args: FunctionArguments::None,
+                ..
+            }) => {
                 let name = column_name(e).expect("an identifier");
                 let i = self.cols.index(&name)?;
                 match scope {
@@ -357,7 +368,9 @@ impl Eval<'_> {
                 let v = self.eval(expr, scope)?;
                 let (lo, hi) = (self.eval(low, scope)?, self.eval(high, scope)?);
                 match (compare(&v, &lo), compare(&v, &hi)) {
-                    (Some(a), Some(b)) => Ok(Value::Bool((a != Ordering::Less && b != Ordering::Greater) != *negated)),
+                    (Some(a), Some(b)) => Ok(Value::Bool(
+                        (a != Ordering::Less && b != Ordering::Greater) != *negated,
+                    )),
                     _ => Ok(Value::Null),
                 }
             }
@@ -385,7 +398,13 @@ impl Eval<'_> {
         }
     }
 
-    fn binary(&self, left: &Expr, op: &BinaryOperator, right: &Expr, scope: &Scope) -> SqlResult<Value> {
+    fn binary(
+        &self,
+        left: &Expr,
+        op: &BinaryOperator,
+        right: &Expr,
+        scope: &Scope,
+    ) -> SqlResult<Value> {
         use BinaryOperator as B;
         let l = self.eval(left, scope)?;
         // AND/OR with SQL's three-valued logic.
@@ -471,7 +490,10 @@ impl Eval<'_> {
             if vals.len() == n {
                 Ok(())
             } else {
-                Err(format!("{name}() takes {n} argument(s), {} given", vals.len()))
+                Err(format!(
+                    "{name}() takes {n} argument(s), {} given",
+                    vals.len()
+                ))
             }
         };
         match name.as_str() {
@@ -483,7 +505,9 @@ impl Eval<'_> {
                     ("json_get", Some(v)) => v,
                     ("json_get_str", Some(Value::String(s))) => Value::String(s),
                     ("json_get_int", Some(v)) => as_i64(&v).map_or(Value::Null, Value::from),
-                    ("json_get_float", Some(v @ Value::Number(_))) => as_f64(&v).map_or(Value::Null, float),
+                    ("json_get_float", Some(v @ Value::Number(_))) => {
+                        as_f64(&v).map_or(Value::Null, float)
+                    }
                     ("json_get_bool", Some(Value::Bool(b))) => Value::Bool(b),
                     _ => Value::Null,
                 })
@@ -491,12 +515,19 @@ impl Eval<'_> {
             "lower" | "upper" => {
                 want(1)?;
                 Ok(as_text(&vals[0]).map_or(Value::Null, |s| {
-                    Value::String(if name == "lower" { s.to_lowercase() } else { s.to_uppercase() })
+                    Value::String(if name == "lower" {
+                        s.to_lowercase()
+                    } else {
+                        s.to_uppercase()
+                    })
                 }))
             }
             "length" | "char_length" => {
                 want(1)?;
-                Ok(as_text(&vals[0]).map_or(Value::Null, |s| Value::from(s.chars().count() as i64)))
+                Ok(
+                    as_text(&vals[0])
+                        .map_or(Value::Null, |s| Value::from(s.chars().count() as i64)),
+                )
             }
             "abs" => {
                 want(1)?;
@@ -506,7 +537,10 @@ impl Eval<'_> {
                     _ => Value::Null,
                 })
             }
-            "coalesce" => Ok(vals.into_iter().find(|v| !v.is_null()).unwrap_or(Value::Null)),
+            "coalesce" => Ok(vals
+                .into_iter()
+                .find(|v| !v.is_null())
+                .unwrap_or(Value::Null)),
             other => Err(format!("unknown function {other}()")),
         }
     }
@@ -532,7 +566,11 @@ impl Eval<'_> {
         Ok(match name {
             "count" => Value::from(vals.len() as i64),
             "min" | "max" => {
-                let pick = if name == "min" { Ordering::Less } else { Ordering::Greater };
+                let pick = if name == "min" {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                };
                 let mut best: Option<Value> = None;
                 for v in vals {
                     match &best {
@@ -559,7 +597,11 @@ impl Eval<'_> {
                             .map(|v| as_f64(v).ok_or_else(|| format!("{name}() of non-number {v}")))
                             .collect::<SqlResult<_>>()?;
                         let total: f64 = fs.iter().sum();
-                        float(if name == "avg" { total / fs.len() as f64 } else { total })
+                        float(if name == "avg" {
+                            total / fs.len() as f64
+                        } else {
+                            total
+                        })
                     }
                 }
             }
@@ -590,9 +632,19 @@ mod tests {
 
     #[test]
     fn ordering() {
-        assert_eq!(compare(&Value::from(2), &Value::from(10)), Some(Ordering::Less));
-        assert_eq!(compare(&Value::from(2.5), &Value::from(2)), Some(Ordering::Greater));
+        assert_eq!(
+            compare(&Value::from(2), &Value::from(10)),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            compare(&Value::from(2.5), &Value::from(2)),
+            Some(Ordering::Greater)
+        );
         assert_eq!(compare(&Value::Null, &Value::from(1)), None);
-        assert_eq!(sort_order(&Value::Null, &Value::from(1)), Ordering::Greater, "nulls last");
+        assert_eq!(
+            sort_order(&Value::Null, &Value::from(1)),
+            Ordering::Greater,
+            "nulls last"
+        );
     }
 }

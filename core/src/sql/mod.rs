@@ -24,7 +24,9 @@ use crate::shard::{NewTopic, Shard};
 use crate::table::row::{convert, object_bytes};
 use crate::table::scan::{columns, scan_partition};
 use crate::table::schema::{Column, ColumnType, TableSchema};
-use eval::{check_columns, column_name, has_aggregate, literal, sort_order, Columns, Eval, Scope, SqlResult};
+use eval::{
+    check_columns, column_name, has_aggregate, literal, sort_order, Columns, Eval, Scope, SqlResult,
+};
 
 /// Why a statement failed: the statement (400) or the node (500).
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +56,9 @@ impl QueryResult {
             if i > 0 {
                 out.push(b',');
             }
-            out.extend(object_bytes(self.columns.iter().map(|c| c.as_str()).zip(r.iter())));
+            out.extend(object_bytes(
+                self.columns.iter().map(|c| c.as_str()).zip(r.iter()),
+            ));
         }
         out.push(b']');
         out
@@ -117,20 +121,34 @@ async fn statement(shard: &Rc<Shard>, s: Statement) -> Result<QueryResult, SqlEr
                             Some(s) if s.is_keyed() => "keyed",
                             Some(_) => "table",
                         };
-                        vec![Value::from(t.name.clone()), Value::from(kind), Value::from(t.partitions())]
+                        vec![
+                            Value::from(t.name.clone()),
+                            Value::from(kind),
+                            Value::from(t.partitions()),
+                        ]
                     })
                     .collect(),
             })
         }
-        Statement::ExplainTable { table_name: name, .. } => describe(shard, &table_name(&name)),
+        Statement::ExplainTable {
+            table_name: name, ..
+        } => describe(shard, &table_name(&name)),
         other => Err(format!("unsupported statement: {other}").into()),
     }
 }
 
 fn describe(shard: &Rc<Shard>, name: &str) -> Result<QueryResult, SqlError> {
     let catalog = shard.catalog();
-    let t = catalog.topic(name).ok_or_else(|| format!("no table {name}"))?;
-    let columns = vec!["column".into(), "type".into(), "nullable".into(), "default".into(), "primary_key".into()];
+    let t = catalog
+        .topic(name)
+        .ok_or_else(|| format!("no table {name}"))?;
+    let columns = vec![
+        "column".into(),
+        "type".into(),
+        "nullable".into(),
+        "default".into(),
+        "primary_key".into(),
+    ];
     let rows = match &t.schema {
         Some(s) => s
             .columns
@@ -155,7 +173,15 @@ fn describe(shard: &Rc<Shard>, name: &str) -> Result<QueryResult, SqlError> {
             ("_headers", "JSON"),
         ]
         .iter()
-        .map(|(c, ty)| vec![Value::from(*c), Value::from(*ty), Value::Bool(true), Value::Null, Value::Bool(false)])
+        .map(|(c, ty)| {
+            vec![
+                Value::from(*c),
+                Value::from(*ty),
+                Value::Bool(true),
+                Value::Null,
+                Value::Bool(false),
+            ]
+        })
         .collect(),
     };
     Ok(QueryResult { columns, rows })
@@ -198,7 +224,9 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
                     let v = convert(&column, &v)?;
                     column.default = Some(v.to_string());
                 }
-                ColumnOption::Unique { is_primary: true, .. } => primary_key.push(col_name.clone()),
+                ColumnOption::Unique {
+                    is_primary: true, ..
+                } => primary_key.push(col_name.clone()),
                 other => return Err(format!("column {col_name}: {other} is not supported").into()),
             }
         }
@@ -214,8 +242,9 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
                     return Err("the primary key is declared twice".to_string().into());
                 }
                 for ic in cols {
-                    let n = column_name(&ic.column.expr)
-                        .ok_or_else(|| format!("PRIMARY KEY ({}) must name columns", ic.column.expr))?;
+                    let n = column_name(&ic.column.expr).ok_or_else(|| {
+                        format!("PRIMARY KEY ({}) must name columns", ic.column.expr)
+                    })?;
                     primary_key.push(n);
                 }
             }
@@ -230,7 +259,9 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
     let mut partitions = 1;
     let mut configs = Vec::new();
     let options = match &c.table_options {
-        CreateTableOptions::With(o) | CreateTableOptions::Options(o) | CreateTableOptions::Plain(o) => o.clone(),
+        CreateTableOptions::With(o)
+        | CreateTableOptions::Options(o)
+        | CreateTableOptions::Plain(o) => o.clone(),
         _ => Vec::new(),
     };
     for o in options {
@@ -260,7 +291,9 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
     };
     match shard.create_topics(vec![topic], false).await.pop() {
         Some(Ok(_)) => Ok(QueryResult::default()),
-        Some(Err(e)) if e.code == ErrorCode::TopicAlreadyExists && c.if_not_exists => Ok(QueryResult::default()),
+        Some(Err(e)) if e.code == ErrorCode::TopicAlreadyExists && c.if_not_exists => {
+            Ok(QueryResult::default())
+        }
         Some(Err(e)) => Err(e.message.into()),
         None => Err(SqlError::Node("the catalog did not answer".into())),
     }
@@ -282,7 +315,9 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
     };
     let sel: &Select = sel;
     if sel.from.len() > 1 || sel.from.iter().any(|f| !f.joins.is_empty()) {
-        return Err("joins are not supported: select from one table".to_string().into());
+        return Err("joins are not supported: select from one table"
+            .to_string()
+            .into());
     }
     // The rows: a table's (scanned where its partitions live, filtered
     // there), or one empty row for a SELECT without FROM.
@@ -294,7 +329,10 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
             };
             let name = table_name(name);
             let catalog = shard.catalog();
-            let meta = catalog.topic(&name).ok_or_else(|| format!("no table {name}"))?.clone();
+            let meta = catalog
+                .topic(&name)
+                .ok_or_else(|| format!("no table {name}"))?
+                .clone();
             let cols = Columns(columns(&meta));
             if let Some(w) = &sel.selection {
                 check_columns(w, &cols)?;
@@ -315,7 +353,11 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
     let rows: Vec<Vec<Value>> = if sel.from.is_empty() {
         let mut kept = Vec::new();
         for r in rows {
-            if sel.selection.as_ref().map_or(Ok(true), |w| eval.passes(w, &r))? {
+            if sel
+                .selection
+                .as_ref()
+                .map_or(Ok(true), |w| eval.passes(w, &r))?
+            {
                 kept.push(r);
             }
         }
@@ -350,9 +392,8 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
     for g in &group_by {
         check_columns(g, &cols)?;
     }
-    let grouped = !group_by.is_empty()
-        || items.iter().any(|(_, e)| has_aggregate(e))
-        || sel.having.is_some();
+    let grouped =
+        !group_by.is_empty() || items.iter().any(|(_, e)| has_aggregate(e)) || sel.having.is_some();
 
     // Each output row with what its ORDER BY keys are evaluated against.
     let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
@@ -360,9 +401,17 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
         None => Vec::new(),
         Some(OrderByKind::Expressions(list)) => list
             .iter()
-            .map(|o| (o.expr.clone(), o.options.asc.unwrap_or(true), o.options.nulls_first))
+            .map(|o| {
+                (
+                    o.expr.clone(),
+                    o.options.asc.unwrap_or(true),
+                    o.options.nulls_first,
+                )
+            })
             .collect(),
-        Some(OrderByKind::All(_)) => return Err("ORDER BY ALL is not supported".to_string().into()),
+        Some(OrderByKind::All(_)) => {
+            return Err("ORDER BY ALL is not supported".to_string().into())
+        }
     };
     let names: Vec<String> = items.iter().map(|(n, _)| n.clone()).collect();
     // An ORDER BY key: an output column (by name or position) or an
@@ -370,7 +419,9 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
     let key_of = |e: &Expr, output: &[Value], scope: &Scope| -> SqlResult<Value> {
         if let Expr::Value(v) = e {
             if let Value::Number(n) = literal(&v.value)? {
-                let i = n.as_u64().filter(|i| *i >= 1 && (*i as usize) <= output.len());
+                let i = n
+                    .as_u64()
+                    .filter(|i| *i >= 1 && (*i as usize) <= output.len());
                 let i = i.ok_or_else(|| format!("ORDER BY {n} is not an output column"))?;
                 return Ok(output[i as usize - 1].clone());
             }
@@ -444,11 +495,27 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
             for (i, (_, asc, nulls_first)) in order.iter().enumerate() {
                 let (x, y) = (&a[i], &b[i]);
                 let o = match (x.is_null(), y.is_null(), nulls_first) {
-                    (true, false, Some(first)) => if *first { Ordering::Less } else { Ordering::Greater },
-                    (false, true, Some(first)) => if *first { Ordering::Greater } else { Ordering::Less },
+                    (true, false, Some(first)) => {
+                        if *first {
+                            Ordering::Less
+                        } else {
+                            Ordering::Greater
+                        }
+                    }
+                    (false, true, Some(first)) => {
+                        if *first {
+                            Ordering::Greater
+                        } else {
+                            Ordering::Less
+                        }
+                    }
                     _ => {
                         let o = sort_order(x, y);
-                        if *asc { o } else { o.reverse() }
+                        if *asc {
+                            o
+                        } else {
+                            o.reverse()
+                        }
                     }
                 };
                 if o != Ordering::Equal {
@@ -482,30 +549,52 @@ fn limits(q: &Query) -> SqlResult<(Option<usize>, usize)> {
         None => (None, 0),
         Some(LimitClause::LimitOffset { limit, offset, .. }) => (
             limit.as_ref().map(count).transpose()?,
-            offset.as_ref().map(|o| count(&o.value)).transpose()?.unwrap_or(0),
+            offset
+                .as_ref()
+                .map(|o| count(&o.value))
+                .transpose()?
+                .unwrap_or(0),
         ),
-        Some(LimitClause::OffsetCommaLimit { offset, limit }) => (Some(count(limit)?), count(offset)?),
+        Some(LimitClause::OffsetCommaLimit { offset, limit }) => {
+            (Some(count(limit)?), count(offset)?)
+        }
     })
 }
 
 /// Every partition's rows that pass `filter`, read on the owning shards.
-async fn scan(shard: &Rc<Shard>, meta: TopicMeta, filter: Option<Expr>) -> Result<Vec<Vec<Value>>, SqlError> {
+async fn scan(
+    shard: &Rc<Shard>,
+    meta: TopicMeta,
+    filter: Option<Expr>,
+) -> Result<Vec<Vec<Value>>, SqlError> {
     let items: Vec<_> = (0..meta.partitions())
-        .map(|p| (p as usize, meta.name.clone(), p, (meta.clone(), filter.clone())))
+        .map(|p| {
+            (
+                p as usize,
+                meta.name.clone(),
+                p,
+                (meta.clone(), filter.clone()),
+            )
+        })
         .collect();
     let answers = shard
-        .on_partitions(items, |_s, p, (meta, filter): (TopicMeta, Option<Expr>)| async move {
-            scan_partition(&p, &meta, filter.as_ref())
-                .await
-                .map_err(|e| crate::error::KafkaError::new(ErrorCode::UnknownServerError, e))
-        })
+        .on_partitions(
+            items,
+            |_s, p, (meta, filter): (TopicMeta, Option<Expr>)| async move {
+                scan_partition(&p, &meta, filter.as_ref())
+                    .await
+                    .map_err(|e| crate::error::KafkaError::new(ErrorCode::UnknownServerError, e))
+            },
+        )
         .await;
     let mut parts: Vec<(usize, Vec<Vec<Value>>)> = Vec::with_capacity(answers.len());
     for (i, r) in answers {
         match r {
             Ok(rows) => parts.push((i, rows)),
             // A WHERE that fails on some row is the statement's fault.
-            Err(e) if e.code == ErrorCode::UnknownServerError => return Err(SqlError::Statement(e.message)),
+            Err(e) if e.code == ErrorCode::UnknownServerError => {
+                return Err(SqlError::Statement(e.message))
+            }
             Err(e) => return Err(SqlError::Node(e.message)),
         }
     }

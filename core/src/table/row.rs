@@ -67,7 +67,12 @@ pub fn to_row(schema: &TableSchema, r: &Incoming) -> Result<RowOp, String> {
         Some(event) => match event.op {
             "c" | "r" | "u" => match event.after {
                 Some(Value::Object(after)) => after.clone(),
-                _ => return Err(format!("a Debezium {:?} event without an after row", event.op)),
+                _ => {
+                    return Err(format!(
+                        "a Debezium {:?} event without an after row",
+                        event.op
+                    ))
+                }
             },
             "d" => {
                 if !schema.is_keyed() {
@@ -175,7 +180,10 @@ fn tombstone(schema: &TableSchema, key: Option<&[u8]>) -> Result<RowOp, String> 
 }
 
 /// The stored key (`{"id":1}`) from an object holding the key columns.
-fn key_from_object(schema: &TableSchema, o: &serde_json::Map<String, Value>) -> Result<Vec<u8>, String> {
+fn key_from_object(
+    schema: &TableSchema,
+    o: &serde_json::Map<String, Value>,
+) -> Result<Vec<u8>, String> {
     let mut parts = Vec::new();
     for k in &schema.primary_key {
         let c = schema.column(k).expect("key columns exist");
@@ -237,16 +245,22 @@ pub fn convert(c: &Column, v: &Value) -> Result<Value, String> {
             Value::String(s) => format!("{s:?}"),
             other => other.to_string(),
         };
-        format!("failed to parse {shown} as {} (column {})", c.ty.name(), c.name)
+        format!(
+            "failed to parse {shown} as {} (column {})",
+            c.ty.name(),
+            c.name
+        )
     };
     if v.is_null() {
         return Ok(Value::Null);
     }
     let int = |lo: i64, hi: i64| -> Result<Value, String> {
         let n = match v {
-            Value::Number(n) => n
-                .as_i64()
-                .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18).map(|f| f as i64)),
+            Value::Number(n) => n.as_i64().or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
+                    .map(|f| f as i64)
+            }),
             Value::String(s) => s.trim().parse::<i64>().ok(),
             _ => None,
         }
@@ -261,7 +275,9 @@ pub fn convert(c: &Column, v: &Value) -> Result<Value, String> {
             _ => None,
         }
         .ok_or_else(fail)?;
-        serde_json::Number::from_f64(f).map(Value::Number).ok_or_else(fail)
+        serde_json::Number::from_f64(f)
+            .map(Value::Number)
+            .ok_or_else(fail)
     };
     match c.ty {
         ColumnType::BigInt => int(i64::MIN, i64::MAX),
@@ -327,18 +343,33 @@ mod tests {
         let mut amount = col("amount", ColumnType::Double);
         amount.default = Some("0.5".into());
         let s = TableSchema {
-            columns: vec![col("id", ColumnType::BigInt), col("item", ColumnType::Varchar), amount],
+            columns: vec![
+                col("id", ColumnType::BigInt),
+                col("item", ColumnType::Varchar),
+                amount,
+            ],
             primary_key: vec![],
         };
-        let (k, r) = row(to_row(&s, &rec(None, Some(br#"{"item":"tea","id":1,"extra":true}"#))).unwrap());
+        let (k, r) = row(to_row(
+            &s,
+            &rec(None, Some(br#"{"item":"tea","id":1,"extra":true}"#)),
+        )
+        .unwrap());
         assert_eq!(k, None);
         assert_eq!(r, r#"{"id":1,"item":"tea","amount":0.5}"#);
         let (_, r) = row(to_row(&s, &rec(None, Some(br#"{"id":"2","amount":null}"#))).unwrap());
-        assert_eq!(r, r#"{"id":2,"item":null,"amount":null}"#, "explicit null stays null");
+        assert_eq!(
+            r, r#"{"id":2,"item":null,"amount":null}"#,
+            "explicit null stays null"
+        );
         let e = to_row(&s, &rec(None, Some(br#"{"id":"abc"}"#))).unwrap_err();
         assert_eq!(e, r#"failed to parse "abc" as BIGINT (column id)"#);
-        assert!(to_row(&s, &rec(None, Some(b"[1]"))).unwrap_err().contains("not a JSON object"));
-        assert!(to_row(&s, &rec(None, Some(b"abc"))).unwrap_err().contains("not JSON"));
+        assert!(to_row(&s, &rec(None, Some(b"[1]")))
+            .unwrap_err()
+            .contains("not a JSON object"));
+        assert!(to_row(&s, &rec(None, Some(b"abc")))
+            .unwrap_err()
+            .contains("not JSON"));
         assert_eq!(to_row(&s, &rec(None, None)).unwrap(), RowOp::Skip);
     }
 
@@ -347,33 +378,59 @@ mod tests {
         let mut name = col("name", ColumnType::Varchar);
         name.not_null = true;
         let s = TableSchema {
-            columns: vec![name, col("_key", ColumnType::Varchar), col("_timestamp", ColumnType::Timestamp)],
+            columns: vec![
+                name,
+                col("_key", ColumnType::Varchar),
+                col("_timestamp", ColumnType::Timestamp),
+            ],
             primary_key: vec![],
         };
-        assert_eq!(to_row(&s, &rec(None, Some(b"{}"))).unwrap_err(), "name is NOT NULL");
+        assert_eq!(
+            to_row(&s, &rec(None, Some(b"{}"))).unwrap_err(),
+            "name is NOT NULL"
+        );
         let (_, r) = row(to_row(&s, &rec(Some(b"k"), Some(br#"{"name":"a"}"#))).unwrap());
-        assert_eq!(r, r#"{"name":"a","_key":"k","_timestamp":"1970-01-01 00:00:01.000"}"#);
+        assert_eq!(
+            r,
+            r#"{"name":"a","_key":"k","_timestamp":"1970-01-01 00:00:01.000"}"#
+        );
     }
 
     #[test]
     fn keyed_tables_debezium_and_tombstones() {
         let s = TableSchema {
-            columns: vec![col("id", ColumnType::BigInt), col("name", ColumnType::Varchar)],
+            columns: vec![
+                col("id", ColumnType::BigInt),
+                col("name", ColumnType::Varchar),
+            ],
             primary_key: vec!["id".into()],
         };
         let ev = br#"{"op":"c","before":null,"after":{"id":1,"name":"ann"},"source":{}}"#;
         let (k, r) = row(to_row(&s, &rec(Some(br#"{"id": 1}"#), Some(ev))).unwrap());
         assert_eq!(k.as_deref(), Some(r#"{"id":1}"#));
         assert_eq!(r, r#"{"id":1,"name":"ann"}"#);
-        let wrapped = br#"{"schema":{},"payload":{"op":"u","before":{"id":1},"after":{"id":1,"name":"bo"}}}"#;
+        let wrapped =
+            br#"{"schema":{},"payload":{"op":"u","before":{"id":1},"after":{"id":1,"name":"bo"}}}"#;
         let (_, r) = row(to_row(&s, &rec(None, Some(wrapped))).unwrap());
         assert_eq!(r, r#"{"id":1,"name":"bo"}"#);
         let del = br#"{"op":"d","before":{"id":2,"name":"x"},"after":null}"#;
-        assert_eq!(to_row(&s, &rec(None, Some(del))).unwrap(), RowOp::Delete { key: br#"{"id":2}"#.to_vec() });
-        assert_eq!(to_row(&s, &rec(Some(b"2"), None)).unwrap(), RowOp::Delete { key: br#"{"id":2}"#.to_vec() });
+        assert_eq!(
+            to_row(&s, &rec(None, Some(del))).unwrap(),
+            RowOp::Delete {
+                key: br#"{"id":2}"#.to_vec()
+            }
+        );
+        assert_eq!(
+            to_row(&s, &rec(Some(b"2"), None)).unwrap(),
+            RowOp::Delete {
+                key: br#"{"id":2}"#.to_vec()
+            }
+        );
         assert_eq!(
             to_row(&s, &rec(Some(br#"{"id":3}"#), Some(b""))).unwrap(),
-            RowOp::Delete { key: br#"{"id":3}"#.to_vec() }
+            RowOp::Delete {
+                key: br#"{"id":3}"#.to_vec()
+            }
         );
         let truncate = br#"{"op":"t","before":null,"after":null}"#;
         assert_eq!(to_row(&s, &rec(None, Some(truncate))).unwrap(), RowOp::Skip);
@@ -381,8 +438,12 @@ mod tests {
             primary_key: vec![],
             ..s.clone()
         };
-        assert!(to_row(&unkeyed, &rec(None, Some(del))).unwrap_err().contains("PRIMARY KEY"));
-        assert!(to_row(&s, &rec(None, Some(br#"{"name":"no id"}"#))).unwrap_err().contains("id is NOT NULL"));
+        assert!(to_row(&unkeyed, &rec(None, Some(del)))
+            .unwrap_err()
+            .contains("PRIMARY KEY"));
+        assert!(to_row(&s, &rec(None, Some(br#"{"name":"no id"}"#)))
+            .unwrap_err()
+            .contains("id is NOT NULL"));
     }
 
     #[test]

@@ -95,7 +95,10 @@ async fn each_record(
             advanced = true;
         }
         if !advanced {
-            return Err(format!("{}-{}: no batch at offset {offset}", p.topic, p.index));
+            return Err(format!(
+                "{}-{}: no batch at offset {offset}",
+                p.topic, p.index
+            ));
         }
     }
     Ok(offset)

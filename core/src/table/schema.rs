@@ -163,7 +163,7 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
         return None;
     }
     rest = &rest[1..];
-    let (time, zone) = match rest.find(|c| c == 'Z' || c == '+' || c == '-') {
+    let (time, zone) = match rest.find(['Z', '+', '-']) {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, ""),
     };
@@ -201,7 +201,14 @@ mod tests {
 
     #[test]
     fn timestamps_round_trip() {
-        for ms in [0, 1, 999, 1_700_000_000_123, -86_400_001, 253_402_300_799_999] {
+        for ms in [
+            0,
+            1,
+            999,
+            1_700_000_000_123,
+            -86_400_001,
+            253_402_300_799_999,
+        ] {
             assert_eq!(parse_timestamp(&format_timestamp(ms)), Some(ms), "{ms}");
         }
         assert_eq!(format_timestamp(0), "1970-01-01 00:00:00.000");

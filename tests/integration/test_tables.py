@@ -1,0 +1,315 @@
+"""Topics are tables: every table example of seeds 000 and 001, run as
+written against a running node with the clients they use, with the outputs
+they show; the refusals; restarts; SQL over HTTP and `weir sql`."""
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from conftest import WEIR, create_topic
+
+
+def sql(node, text):
+    """POST /sql: (status, parsed JSON body)."""
+    req = urllib.request.Request(node.http + "/sql", data=text.encode(), method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def rows(node, text):
+    status, body = sql(node, text)
+    assert status == 200, body
+    return body
+
+
+def weir_sql(node, text, *flags):
+    out = subprocess.run([WEIR, "sql", "--addr", node.http.split("//")[1], *flags, text],
+                         capture_output=True, text=True, timeout=30)
+    return out.returncode, out.stdout, out.stderr
+
+
+def end_offset(node, topic, partition=0):
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "watermarks"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def test_orders_example(node):
+    assert rows(node, "CREATE TABLE orders (id BIGINT, item VARCHAR, amount DOUBLE);") == []
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap)
+    for row in ({"id": 1, "item": "tea", "amount": 7.5}, {"id": 2, "item": "cake", "amount": 4.5}):
+        producer.send("orders", json.dumps(row).encode())
+    producer.flush()
+    producer.close()
+    status, body = sql(node, "SELECT * FROM orders ORDER BY id;")
+    assert status == 200
+    assert json.dumps(body, separators=(",", ":")) == \
+        '[{"id":1,"item":"tea","amount":7.5},{"id":2,"item":"cake","amount":4.5}]'
+
+
+def test_notes_keep_raw_values(node):
+    rows(node, "CREATE TABLE notes (_key VARCHAR, _timestamp TIMESTAMP, _value VARCHAR);")
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap)
+    producer.send("notes", key=b"n1", value=b"plain text, not json")
+    producer.flush()
+    producer.close()
+    assert rows(node, "SELECT _key, _value FROM notes;") == [{"_key": "n1", "_value": "plain text, not json"}]
+    [ts] = rows(node, "SELECT _timestamp FROM notes")
+    assert ts["_timestamp"].startswith(time.strftime("%Y-%m-%d", time.gmtime()))
+
+
+def users_000(node):
+    rows(node, "CREATE TABLE users (id BIGINT PRIMARY KEY, name VARCHAR, plan VARCHAR);")
+
+    def event(op, before, after):
+        return json.dumps({"op": op, "before": before, "after": after}).encode()
+
+    producer = Producer({"bootstrap.servers": node.bootstrap})
+    producer.produce("users", key=b'{"id": 1}', value=event("c", None, {"id": 1, "name": "ann", "plan": "free"}))
+    producer.produce("users", key=b'{"id": 2}', value=event("c", None, {"id": 2, "name": "bo", "plan": "free"}))
+    producer.produce("users", key=b'{"id": 1}', value=event("u", {"id": 1}, {"id": 1, "name": "ann", "plan": "pro"}))
+    producer.produce("users", key=b'{"id": 2}', value=None)
+    assert producer.flush(10) == 0
+
+
+def read_log_kafka_python(node, topic):
+    from kafka import KafkaConsumer
+    consumer = KafkaConsumer(topic, bootstrap_servers=node.bootstrap, group_id=None,
+                             auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    out = [(m.offset, m.key, m.value) for m in consumer]
+    consumer.close()
+    return out
+
+
+def test_users_change_data_and_its_log(node):
+    users_000(node)
+    assert rows(node, "SELECT * FROM users ORDER BY id;") == [{"id": 1, "name": "ann", "plan": "pro"}]
+    log = read_log_kafka_python(node, "users")
+    assert [(k, v) for _, k, v in log] == [
+        (b'{"id":1}', b'{"id":1,"name":"ann","plan":"free"}'),
+        (b'{"id":2}', b'{"id":2,"name":"bo","plan":"free"}'),
+        (b'{"id":1}', b'{"id":1,"name":"ann","plan":"pro"}'),
+        (b'{"id":2}', None),
+    ]
+    assert [o for o, _, _ in log] == [0, 1, 2, 3], "offsets are dense"
+
+
+def test_events_guide_example_and_weir_sql(node):
+    rows(node, "CREATE TABLE events (user VARCHAR, amount BIGINT, _key VARCHAR, _timestamp TIMESTAMP);")
+    producer = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+    for i in range(5):
+        producer.produce("events", key=f"u{i % 2}", value=json.dumps({"user": f"u{i % 2}", "amount": i}))
+    assert producer.flush(10) == 0
+    code, out, err = weir_sql(node, "SELECT user, amount, _key FROM events ORDER BY amount;")
+    assert code == 0, err
+    assert out == ("user  amount  _key\n"
+                   "u0    0       u0\n"
+                   "u1    1       u1\n"
+                   "u0    2       u0\n"
+                   "u1    3       u1\n"
+                   "u0    4       u0\n")
+    code, out, _ = weir_sql(node, "SELECT count(*) AS n FROM events", "--json")
+    assert code == 0 and json.loads(out) == [{"n": 5}]
+    code, _, err = weir_sql(node, "SELECT nothing FROM events")
+    assert code == 1 and "unknown column" in err
+
+
+def test_users_debezium_guide_example(node):
+    rows(node, "CREATE TABLE users (id BIGINT PRIMARY KEY, name VARCHAR, score DOUBLE);")
+
+    def change(op, before, after):
+        return json.dumps({"op": op, "before": before, "after": after, "source": {"db": "shop"}})
+
+    producer = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+    producer.produce("users", key=json.dumps({"id": 1}), value=change("c", None, {"id": 1, "name": "ann", "score": 1.0}))
+    producer.produce("users", key=json.dumps({"id": 2}), value=change("c", None, {"id": 2, "name": "bob", "score": 2.0}))
+    producer.produce("users", key=json.dumps({"id": 1}), value=change("u", {"id": 1}, {"id": 1, "name": "ann", "score": 10.0}))
+    producer.produce("users", key=json.dumps({"id": 2}), value=change("d", {"id": 2, "name": "bob", "score": 2.0}, None))
+    producer.produce("users", key=json.dumps({"id": 2}), value=None)     # Debezium's tombstone after a delete
+    assert producer.flush(10) == 0
+    code, out, err = weir_sql(node, "SELECT * FROM users ORDER BY id;")
+    assert code == 0, err
+    assert out == "id  name  score\n1   ann   10.0\n"
+
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "billing",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["users"])
+    seen = []
+    while len(seen) < 5:
+        message = consumer.poll(5.0)
+        if message is None:
+            break
+        if message.error() is None:
+            seen.append((message.key(), message.value()))
+    consumer.commit()
+    consumer.close()
+    expected = [(b'{"id":1}', b'{"id":1,"name":"ann","score":1.0}'),
+                (b'{"id":2}', b'{"id":2,"name":"bob","score":2.0}'),
+                (b'{"id":1}', b'{"id":1,"name":"ann","score":10.0}'),
+                (b'{"id":2}', None),
+                (b'{"id":2}', None)]
+    assert seen == expected
+    assert [(k, v) for _, k, v in read_log_kafka_python(node, "users")] == expected
+
+
+def test_lines_json_functions(node):
+    rows(node, "CREATE TABLE lines (_key VARCHAR, _value VARCHAR, _timestamp TIMESTAMP);")
+    producer = Producer({"bootstrap.servers": node.bootstrap})
+    producer.produce("lines", key=b"k1", value=b"plain text, not JSON")
+    producer.produce("lines", key=b"k2", value=b'{"event": "click", "n": 3}')
+    assert producer.flush(10) == 0
+    code, out, err = weir_sql(
+        node, "SELECT _key, _value->>'event' AS event, json_get_int(_value, 'n') AS n FROM lines ORDER BY _key;")
+    assert code == 0, err
+    assert out == "_key  event  n\nk1    NULL   NULL\nk2    click  3\n"
+    assert rows(node, "SELECT _value->'n' AS n, json_get_str(_value, 'event') AS e, "
+                      "json_get_float(_value, 'n') AS f FROM lines WHERE _key = 'k2'") == \
+        [{"n": 3, "e": "click", "f": 3.0}]
+
+
+def delivery_errors(bootstrap, topic, records, **conf):
+    """Produces (key, value) pairs as one batch; the delivery errors."""
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 100, "retries": 0, **conf})
+    for k, v in records:
+        p.produce(topic, key=k, value=v, on_delivery=lambda err, msg: errors.append(err))
+    assert p.flush(10) == 0
+    return errors
+
+
+def test_refused_batches_write_nothing(node):
+    rows(node, "CREATE TABLE strict (id BIGINT, name VARCHAR NOT NULL, score DOUBLE DEFAULT 1.5)")
+    rows(node, "CREATE TABLE plain (id BIGINT)")
+    ok = (None, json.dumps({"id": 1, "name": "fine"}).encode())
+    cases = [
+        ("strict", (None, b'{"id": "abc", "name": "x"}'), 'failed to parse "abc" as BIGINT'),
+        ("strict", (None, b"not json at all"), "is not JSON"),
+        ("strict", (None, b"[1, 2]"), "not a JSON object"),
+        ("strict", (None, b'{"id": 3}'), "name is NOT NULL"),
+        ("plain", (None, json.dumps({"op": "d", "before": {"id": 1}, "after": None}).encode()),
+         "needs a table with a PRIMARY KEY"),
+    ]
+    for table, bad, reason in cases:
+        before = end_offset(node, table)
+        errors = delivery_errors(node.bootstrap, table, [ok, bad, ok])
+        assert len(errors) == 3 and all(e is not None for e in errors), errors
+        assert all(e.code() == 87 or "INVALID_RECORD" in e.name() for e in errors), errors
+        assert end_offset(node, table) == before, "nothing of the batch is written"
+        logged = [line for line in node.log if reason in line]
+        assert any(f"table {table}" in line for line in logged), f"the node logs why: {reason}"
+    # The good record alone goes in, with its DEFAULT.
+    assert delivery_errors(node.bootstrap, "strict", [ok]) == [None]
+    assert rows(node, "SELECT * FROM strict") == [{"id": 1, "name": "fine", "score": 1.5}]
+    assert rows(node, "SELECT count(*) AS n FROM plain") == [{"n": 0}]
+
+
+def test_tables_and_keyed_state_survive_restart_and_kill_9(make_node):
+    node = make_node()
+    users_000(node)
+    rows(node, "CREATE TABLE counts (n BIGINT NOT NULL) WITH (partitions = 4, retention_ms = 86400000)")
+    p = Producer({"bootstrap.servers": node.bootstrap})
+    for n in range(100):
+        p.produce("counts", value=json.dumps({"n": n}), partition=n % 4)
+    assert p.flush(10) == 0
+    node.restart()
+    assert rows(node, "SELECT * FROM users") == [{"id": 1, "name": "ann", "plan": "pro"}]
+    assert rows(node, "SELECT count(*) AS c, sum(n) AS s FROM counts") == [{"c": 100, "s": 4950}]
+    # More changes, then kill -9: what was acknowledged is there.
+    p = Producer({"bootstrap.servers": node.bootstrap})
+    p.produce("users", key=b"3", value=json.dumps({"id": 3, "name": "cy", "plan": "team"}))
+    p.produce("users", key=b"1", value=None)
+    assert p.flush(10) == 0
+    assert rows(node, "SELECT id FROM users") == [{"id": 3}]
+    node.kill()
+    node.start()
+    assert rows(node, "SELECT id, name, plan FROM users") == [{"id": 3, "name": "cy", "plan": "team"}]
+    described = {r["column"]: r for r in rows(node, "DESCRIBE users")}
+    assert described["id"]["primary_key"] is True and described["name"]["type"] == "VARCHAR"
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "counts")
+    configs = admin.describe_configs([res])[res].result(10)
+    assert configs["retention.ms"].value == "86400000"
+    assert len(admin.list_topics(timeout=10).topics["counts"].partitions) == 4
+
+
+def test_sql_surface(node):
+    rows(node, "CREATE TABLE t (id BIGINT PRIMARY KEY, user VARCHAR, score DOUBLE, ok BOOLEAN, "
+               "meta JSON, at TIMESTAMP, tag TEXT DEFAULT 'none')")
+    assert rows(node, "CREATE TABLE IF NOT EXISTS t (x INT)") == []
+    status, body = sql(node, "CREATE TABLE t (x INT)")
+    assert status == 400 and "already exists" in body["error"]
+    p = Producer({"bootstrap.servers": node.bootstrap})
+    data = [
+        {"id": 1, "user": "ann", "score": 3.5, "ok": True, "meta": {"a": [1, 2]}, "at": "2026-01-02T03:04:05Z"},
+        {"id": 2, "user": "bob", "score": 1, "ok": False, "meta": None, "at": 1767322800000, "tag": "x"},
+        {"id": 3, "user": "cy", "score": None, "ok": None},
+        {"id": 4, "user": "ann", "score": 2.5},
+    ]
+    for d in data:
+        p.produce("t", key=str(d["id"]), value=json.dumps(d))
+    assert p.flush(10) == 0
+    assert rows(node, "SELECT id FROM t WHERE user = 'ann' AND score > 3") == [{"id": 1}]
+    assert rows(node, "SELECT id FROM t WHERE score IS NULL") == [{"id": 3}]
+    assert rows(node, "SELECT id FROM t WHERE NOT ok ORDER BY id") == [{"id": 2}]
+    assert rows(node, "SELECT id FROM t WHERE user IN ('bob', 'cy') ORDER BY id DESC") == [{"id": 3}, {"id": 2}]
+    assert rows(node, "SELECT id FROM t WHERE user LIKE 'a%' OR user LIKE '_o_' ORDER BY id") == \
+        [{"id": 1}, {"id": 2}, {"id": 4}]
+    # NULLs sort first descending, as in PostgreSQL.
+    assert rows(node, "SELECT id, tag FROM t ORDER BY score DESC, id LIMIT 2 OFFSET 1") == \
+        [{"id": 1, "tag": "none"}, {"id": 4, "tag": "none"}]
+    assert rows(node, "SELECT id FROM t ORDER BY score DESC NULLS LAST LIMIT 1") == [{"id": 1}]
+    assert rows(node, "SELECT user, count(*) AS n, min(score) AS lo, max(score) AS hi, avg(score) AS mean "
+                      "FROM t GROUP BY user ORDER BY n DESC, user") == [
+        {"user": "ann", "n": 2, "lo": 2.5, "hi": 3.5, "mean": 3.0},
+        {"user": "bob", "n": 1, "lo": 1.0, "hi": 1.0, "mean": 1.0},
+        {"user": "cy", "n": 1, "lo": None, "hi": None, "mean": None},
+    ]
+    assert rows(node, "SELECT meta->'a' AS a, meta->'a'->>1 AS second, at FROM t WHERE id = 1") == \
+        [{"a": [1, 2], "second": "2", "at": "2026-01-02 03:04:05.000"}]
+    assert rows(node, "SELECT at FROM t WHERE id = 2") == [{"at": "2026-01-02 03:00:00.000"}]
+    assert rows(node, "SELECT id * 10 + 1 AS x, upper(user) AS u FROM t WHERE id = 2") == [{"x": 21, "u": "BOB"}]
+    assert rows(node, "SELECT 1 + 1 AS two") == [{"two": 2}]
+    assert rows(node, "SELECT count(*) AS n FROM t WHERE id > 100") == [{"n": 0}]
+    assert {r["name"]: r["kind"] for r in rows(node, "SHOW TABLES")} == {"t": "keyed"}
+    for bad, why in [("SELEC 1", "sql parser error"), ("SELECT * FROM nowhere", "no table nowhere"),
+                     ("SELECT nope FROM t", "unknown column"), ("CREATE TABLE u (x BLOB)", "not supported"),
+                     ("SELECT sum(*) FROM t", "not allowed"), ("SELECT id FROM t WHERE count(*) > 1", "WHERE")]:
+        status, body = sql(node, bad)
+        assert status == 400 and why in body["error"], (bad, body)
+    # Several statements: the last one's rows.
+    assert rows(node, "CREATE TABLE a (x INT); CREATE TABLE b (y INT); SHOW TABLES") == [
+        {"name": "a", "kind": "table", "partitions": 1},
+        {"name": "b", "kind": "table", "partitions": 1},
+        {"name": "t", "kind": "keyed", "partitions": 1},
+    ]
+    assert rows(node, "DROP TABLE a; DROP TABLE IF EXISTS a; DROP TABLE IF EXISTS b") == []
+    status, body = sql(node, "DROP TABLE a")
+    assert status == 400 and "no table a" in body["error"]
+    assert [r["name"] for r in rows(node, "SHOW TABLES")] == ["t"]
+
+
+def test_a_raw_topic_is_a_table(node):
+    create_topic(node.bootstrap, "raw", partitions=2)
+    p = Producer({"bootstrap.servers": node.bootstrap, "compression.type": "zstd"})
+    p.produce("raw", key=b"k", value=b'{"x": 1}', partition=0, headers=[("h", b"v")])
+    p.produce("raw", value=b"second", partition=1)
+    assert p.flush(10) == 0
+    got = rows(node, "SELECT _partition, _offset, _key, _value, _headers FROM raw ORDER BY _partition")
+    assert got == [
+        {"_partition": 0, "_offset": 0, "_key": "k", "_value": '{"x": 1}', "_headers": {"h": "v"}},
+        {"_partition": 1, "_offset": 0, "_key": None, "_value": "second", "_headers": {}},
+    ]
+    assert rows(node, "SELECT json_get_int(_value, 'x') AS x FROM raw WHERE _key = 'k'") == [{"x": 1}]
+    assert [r["column"] for r in rows(node, "DESCRIBE raw")] == \
+        ["_partition", "_offset", "_timestamp", "_key", "_value", "_headers"]
