@@ -64,10 +64,7 @@ impl Producer {
 pub type Stamped<'a> = (i64, Option<&'a [u8]>, Option<&'a [u8]>);
 
 /// Builds one uncompressed v2 batch of (timestamp, key, value) records.
-pub fn build_stamped_batch(
-    records: &[Stamped<'_>],
-    producer: &Producer,
-) -> Bytes {
+pub fn build_stamped_batch(records: &[Stamped<'_>], producer: &Producer) -> Bytes {
     assert!(!records.is_empty(), "a batch holds at least one record");
     let base_ts = records.iter().map(|r| r.0).min().expect("a record");
     let max_ts = records.iter().map(|r| r.0).max().expect("a record");
