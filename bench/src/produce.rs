@@ -41,8 +41,19 @@ pub struct ProduceArgs {
     pub linger_ms: u64,
     #[arg(long, default_value_t = 1_000_000)]
     pub batch_bytes: u64,
+    /// Values are JSON objects `{"n": …, "pad": "…"}` of `--size` bytes (for
+    /// a typed table made with `CREATE TABLE t (n BIGINT, pad VARCHAR)`).
+    #[arg(long)]
+    pub json_values: bool,
     #[arg(long)]
     pub json: bool,
+}
+
+/// A JSON object value of exactly `size` bytes (at least its fixed part).
+fn json_value(size: usize) -> Vec<u8> {
+    let fixed = br#"{"n":12345,"pad":""}"#.len();
+    let pad = "x".repeat(size.saturating_sub(fixed));
+    format!(r#"{{"n":12345,"pad":"{pad}"}}"#).into_bytes()
 }
 
 /// Records each message's ack latency and counts failures.
@@ -90,7 +101,11 @@ pub fn run(a: ProduceArgs) -> Result<(), String> {
     if a.create_topic {
         crate::client::create_topic(&a.brokers, &a.topic, a.partitions)?;
     }
-    let value: Vec<u8> = (0..a.size).map(|i| (i * 31 % 251) as u8).collect();
+    let value: Vec<u8> = if a.json_values {
+        json_value(a.size)
+    } else {
+        (0..a.size).map(|i| (i * 31 % 251) as u8).collect()
+    };
     let acks = Arc::new(Acks {
         latency: Mutex::new(histogram()),
         failed: Default::default(),
