@@ -13,7 +13,7 @@ pub struct NodeConfig {
     /// The address Metadata tells clients to connect to.
     pub advertised_host: String,
     pub advertised_port: u16,
-    /// HTTP (health now; SQL and metrics later).
+    /// HTTP: `/health`, `/stats` and `POST /sql`.
     pub http_addr: SocketAddr,
     /// Number of shards (one glommio executor each, pinned).
     pub shards: usize,
