@@ -332,7 +332,7 @@ impl Shard {
         max_wait: Duration,
     ) -> Vec<Result<PartitionRead, KafkaError>> {
         let catalog = self.catalog();
-        let deadline = Instant::now() + max_wait;
+        let deadline = crate::clock::long_poll_deadline(Instant::now(), max_wait);
         let mut results: Vec<Option<Result<PartitionRead, KafkaError>>> = vec![None; parts.len()];
         let mut groups: BTreeMap<usize, Vec<(usize, FetchPartition)>> = BTreeMap::new();
         for (i, p) in parts.into_iter().enumerate() {
