@@ -94,13 +94,18 @@ impl Partition {
                 }
             }
             if rows.is_empty() {
-                // Nothing became a row: nothing is written.
+                // Nothing became a row: nothing is written, but an
+                // idempotent producer's sequence still moves on.
                 let end = self.log.log_end();
-                return Ok(Appended {
+                let mut answer = Appended {
                     base_offset: end,
                     last_offset: end - 1,
                     log_append_time: -1,
-                });
+                };
+                for (h, _) in batches.iter().filter(|(h, _)| h.producer_id >= 0) {
+                    answer = self.log.skip_batch(h, now).await?;
+                }
+                return Ok(answer);
             }
             batches = rows;
         }

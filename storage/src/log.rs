@@ -307,6 +307,45 @@ impl PartitionLog {
         ))
     }
 
+    /// An idempotent producer's batch of which nothing is stored (a typed
+    /// table skipped every record in it): its sequence is checked like an
+    /// append and remembered, so the producer's next batch follows on.
+    /// Answers an empty range at the log end, or a duplicate's original
+    /// range. (Remembered in memory: the log holds nothing to rebuild it
+    /// from after a restart.)
+    pub async fn skip_batch(&self, h: &BatchHeader, now_ms: i64) -> Result<Appended, StorageError> {
+        let _permit = self
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .expect("semaphore open");
+        if let SequenceCheck::Duplicate {
+            base_offset,
+            last_offset,
+        } = self
+            .producers
+            .borrow()
+            .check(h)
+            .map_err(StorageError::Sequence)?
+        {
+            return Ok(Appended {
+                base_offset,
+                last_offset,
+                log_append_time: -1,
+            });
+        }
+        let end = self.state.borrow().next_offset;
+        let mut meta = *h;
+        meta.base_offset = end;
+        meta.last_offset_delta = -1; // no offsets taken
+        self.producers.borrow_mut().record(&meta, now_ms);
+        Ok(Appended {
+            base_offset: end,
+            last_offset: end - 1,
+            log_append_time: -1,
+        })
+    }
+
     /// Rolls to a new segment when the active one is too big or too old.
     async fn maybe_roll(&self, incoming: u64, now_ms: i64) -> Result<(), StorageError> {
         let cfg = self.config.get();

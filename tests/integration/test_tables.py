@@ -313,3 +313,23 @@ def test_a_raw_topic_is_a_table(node):
     assert rows(node, "SELECT json_get_int(_value, 'x') AS x FROM raw WHERE _key = 'k'") == [{"x": 1}]
     assert [r["column"] for r in rows(node, "DESCRIBE raw")] == \
         ["_partition", "_offset", "_timestamp", "_key", "_value", "_headers"]
+
+
+def test_idempotent_producer_survives_batches_that_make_no_rows(node):
+    """A tombstone into an unkeyed table, or a Debezium truncate, stores
+    nothing; an idempotent producer's next batch must still follow on."""
+    rows(node, "CREATE TABLE plain (n BIGINT)")
+    errors = []
+    p = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+
+    def send(value):
+        p.produce("plain", value=value, on_delivery=lambda err, msg: errors.append(err))
+        assert p.flush(10) == 0  # each its own batch
+
+    send(json.dumps({"n": 1}))
+    send(None)  # skipped: no row, no offset
+    send(json.dumps({"op": "t", "before": None, "after": None}))  # a truncate: skipped
+    send(json.dumps({"n": 2}))
+    assert errors == [None, None, None, None]
+    assert rows(node, "SELECT n FROM plain ORDER BY n") == [{"n": 1}, {"n": 2}]
+    assert end_offset(node, "plain") == 2, "skipped records take no offsets"
