@@ -474,7 +474,11 @@ pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
 /// EOPNOTSUPP (seen on virtio disks). Opening a file that holds a block first
 /// makes the probe real.
 pub async fn prepare_direct_io(dir: &Path) -> Result<(), StorageError> {
-    let probe = dir.join(".direct-io-probe");
+    // One probe file per caller: shards start together, and one shard
+    // rewriting a shared probe while another reads it reads 0 bytes.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = dir.join(format!(".direct-io-probe-{n}"));
     std::fs::write(&probe, vec![0u8; ALIGN as usize]).map_err(|e| {
         StorageError::Io(format!(
             "data directory {} is not writable: {e}",
@@ -496,5 +500,6 @@ pub async fn prepare_direct_io(dir: &Path) -> Result<(), StorageError> {
         )));
     }
     let _ = file.close().await;
+    let _ = std::fs::remove_file(&probe);
     Ok(())
 }
