@@ -334,7 +334,7 @@ impl Eval<'_> {
                     UnaryOperator::Not => Ok(truth(&v).map_or(Value::Null, |b| Value::Bool(!b))),
                     UnaryOperator::Minus => Ok(match (&v, as_i64(&v)) {
                         (Value::Null, _) => Value::Null,
-                        (_, Some(i)) => Value::from(-i),
+                        (_, Some(i)) => Value::from(i.checked_neg().ok_or("integer overflow")?),
                         _ => as_f64(&v).map_or(Value::Null, |f| float(-f)),
                     }),
                     UnaryOperator::Plus => Ok(v),
@@ -532,7 +532,7 @@ impl Eval<'_> {
             "abs" => {
                 want(1)?;
                 Ok(match (as_i64(&vals[0]), as_f64(&vals[0])) {
-                    (Some(i), _) => Value::from(i.abs()),
+                    (Some(i), _) => Value::from(i.checked_abs().ok_or("integer overflow")?),
                     (None, Some(f)) => float(f.abs()),
                     _ => Value::Null,
                 })

@@ -434,8 +434,10 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
         check_columns(e, &cols)?;
         eval.eval(e, scope)
     };
+    // What each output row is evaluated over: a group of rows (grouped
+    // queries: GROUP BY, aggregates or HAVING) or one row.
+    let mut groups: Vec<Vec<&[Value]>> = Vec::new();
     if grouped {
-        let mut groups: Vec<(Vec<Value>, Vec<&[Value]>)> = Vec::new();
         let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for r in &rows {
             let key: Vec<Value> = group_by
@@ -444,47 +446,41 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
                 .collect::<SqlResult<_>>()?;
             let text = serde_json::to_string(&key).expect("values serialise");
             match index.get(&text) {
-                Some(&i) => groups[i].1.push(r),
+                Some(&i) => groups[i].push(r),
                 None => {
                     index.insert(text, groups.len());
-                    groups.push((key, vec![r]));
+                    groups.push(vec![r]);
                 }
             }
         }
         if groups.is_empty() && group_by.is_empty() {
-            groups.push((Vec::new(), Vec::new()));
+            // An aggregate over no rows still answers one row (COUNT(*) 0).
+            groups.push(Vec::new());
         }
-        for (_, members) in &groups {
-            let scope = Scope::Group(members);
-            if let Some(h) = &sel.having {
-                check_columns(h, &cols)?;
-                if eval.eval(h, &scope)? != Value::Bool(true) {
-                    continue;
-                }
-            }
-            let output: Vec<Value> = items
-                .iter()
-                .map(|(_, e)| eval.eval(e, &scope))
-                .collect::<SqlResult<_>>()?;
-            let keys = order
-                .iter()
-                .map(|(e, _, _)| key_of(e, &output, &scope))
-                .collect::<SqlResult<_>>()?;
-            out.push((output, keys));
-        }
+    }
+    let scopes: Vec<Scope> = if grouped {
+        groups.iter().map(|members| Scope::Group(members)).collect()
     } else {
-        for r in &rows {
-            let scope = Scope::Row(r);
-            let output: Vec<Value> = items
-                .iter()
-                .map(|(_, e)| eval.eval(e, &scope))
-                .collect::<SqlResult<_>>()?;
-            let keys = order
-                .iter()
-                .map(|(e, _, _)| key_of(e, &output, &scope))
-                .collect::<SqlResult<_>>()?;
-            out.push((output, keys));
+        rows.iter().map(|r| Scope::Row(r)).collect()
+    };
+    if let Some(h) = &sel.having {
+        check_columns(h, &cols)?;
+    }
+    for scope in &scopes {
+        if let (Some(h), Scope::Group(_)) = (&sel.having, scope) {
+            if eval.eval(h, scope)? != Value::Bool(true) {
+                continue;
+            }
         }
+        let output: Vec<Value> = items
+            .iter()
+            .map(|(_, e)| eval.eval(e, scope))
+            .collect::<SqlResult<_>>()?;
+        let keys = order
+            .iter()
+            .map(|(e, _, _)| key_of(e, &output, scope))
+            .collect::<SqlResult<_>>()?;
+        out.push((output, keys));
     }
     if sel.distinct.is_some() {
         let mut seen = std::collections::HashSet::new();
