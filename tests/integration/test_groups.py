@@ -7,6 +7,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -152,9 +153,14 @@ def test_two_members_split_partitions_and_one_takes_over(make_node):
         while time.time() < deadline and len(a.assigned) != 2:
             a.poll()
         assert len(a.assigned) == 2, a.assigned
+        # A line that never comes must not hang the suite: killing the
+        # member ends its output, and the assertion below fails.
+        watchdog = threading.Timer(30, proc.kill)
+        watchdog.start()
         line = proc.stdout.readline()
         while line and "[]" in line:  # an empty first assignment, if any
             line = proc.stdout.readline()
+        watchdog.cancel()
         seen.append(line)
         assert line.startswith("assigned"), seen
         assert set(json.loads(line.split(" ", 1)[1])) == {0, 1, 2, 3} - a.assigned
@@ -395,7 +401,6 @@ def test_commit_rules_and_rebalance_on_the_wire(make_node):
     assert fetch_v1(a, "g", "t", 0) == 2, "refused commits change nothing"
 
     # A second member's join waits for the first to rejoin.
-    import threading
     b = rawkafka.connect(node.bootstrap)
     b.settimeout(30)
     joined = {}
