@@ -88,8 +88,21 @@ impl Partition {
             // whole request refused) before anything is appended.
             let now = now_ms();
             let mut rows = Vec::with_capacity(batches.len());
+            // The rows are held until all are converted: their total is
+            // bounded, and each batch may decompress only to what is left.
+            let mut budget = crate::table::MAX_DECOMPRESSED;
             for (h, b) in &batches {
-                if let Some(r) = crate::table::rows_batch(&self.topic, schema, h, b, now)? {
+                if let Some(r) = crate::table::rows_batch(&self.topic, schema, h, b, now, budget)? {
+                    budget = budget.checked_sub(r.1.len()).ok_or_else(|| {
+                        KafkaError::new(
+                            ErrorCode::RecordListTooLarge,
+                            format!(
+                                "the rows of this request to {} are over {} bytes",
+                                self.topic,
+                                crate::table::MAX_DECOMPRESSED
+                            ),
+                        )
+                    })?;
                     rows.push(r);
                 }
             }

@@ -120,6 +120,19 @@ impl JoinResult {
     }
 }
 
+/// A SyncGroup request, as the coordinator needs it.
+#[derive(Debug, Clone)]
+pub struct SyncRequest {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub generation: i32,
+    /// v5: checked against the group's when given.
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    /// The leader's assignment: (member id, assignment).
+    pub assignments: Vec<(String, Bytes)>,
+}
+
 /// A SyncGroup answer.
 #[derive(Debug, Clone)]
 pub struct SyncResult {
@@ -602,17 +615,17 @@ impl Group {
 
     // ---- SyncGroup -----------------------------------------------------
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn sync(
-        &mut self,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
-        protocol_type: Option<&str>,
-        protocol_name: Option<&str>,
-        assignments: Vec<(String, Bytes)>,
-        now: Instant,
-    ) -> Answer<SyncResult> {
+    pub fn sync(&mut self, req: SyncRequest, now: Instant) -> Answer<SyncResult> {
+        let SyncRequest {
+            member_id,
+            instance_id,
+            generation,
+            protocol_type,
+            protocol_name,
+            assignments,
+        } = req;
+        let (member_id, instance_id) = (member_id.as_str(), instance_id.as_deref());
+        let (protocol_type, protocol_name) = (protocol_type.as_deref(), protocol_name.as_deref());
         let fail = |e| Answer::Now(SyncResult::error(e));
         if self.state == GroupState::Dead {
             return fail(ErrorCode::CoordinatorNotAvailable);
@@ -906,6 +919,22 @@ mod tests {
     }
 
     /// The answer, which must be there already (now or completed).
+    fn sreq(
+        member: &str,
+        instance: Option<&str>,
+        generation: i32,
+        assignments: Vec<(String, Bytes)>,
+    ) -> SyncRequest {
+        SyncRequest {
+            member_id: member.into(),
+            instance_id: instance.map(String::from),
+            generation,
+            protocol_type: None,
+            protocol_name: None,
+            assignments,
+        }
+    }
+
     fn now_answer<T>(a: Answer<T>) -> T {
         match a {
             Answer::Now(t) => t,
@@ -943,12 +972,7 @@ mod tests {
         assert_eq!(r.members.len(), 1);
         assert_eq!(g.state, GroupState::CompletingRebalance);
         let mut rx = later(g.sync(
-            &id,
-            None,
-            1,
-            None,
-            None,
-            vec![(id.clone(), Bytes::from("a"))],
+            sreq(&id, None, 1, vec![(id.clone(), Bytes::from("a"))]),
             now,
         ));
         let s = rx.try_recv().unwrap().expect("synced");
@@ -968,7 +992,7 @@ mod tests {
         let mut g = Group::new("g", now);
         let (a, mut rx) = join_new(&mut g, now);
         rx.try_recv().unwrap().unwrap();
-        now_answer(g.sync(&a, None, 1, None, None, vec![], now));
+        now_answer(g.sync(sreq(&a, None, 1, vec![]), now));
         let (b, mut rxb) = join_new(&mut g, now);
         assert_eq!(g.state, GroupState::PreparingRebalance);
         assert!(rxb.try_recv().unwrap().is_none(), "waits for the leader");
@@ -985,12 +1009,12 @@ mod tests {
         assert_eq!(ra.members.len(), 2);
         assert!(rb.members.is_empty());
         assert_eq!(g.check_commit(&a, None, 2), ErrorCode::RebalanceInProgress);
-        let mut wait_b = later(g.sync(&b, None, 2, None, None, vec![], now));
+        let mut wait_b = later(g.sync(sreq(&b, None, 2, vec![]), now));
         let assign = vec![
             (a.clone(), Bytes::from("pa")),
             (b.clone(), Bytes::from("pb")),
         ];
-        let mut wait_a = later(g.sync(&a, None, 2, None, None, assign, now));
+        let mut wait_a = later(g.sync(sreq(&a, None, 2, assign), now));
         assert_eq!(
             wait_b.try_recv().unwrap().unwrap().assignment,
             Bytes::from("pb")
@@ -1012,7 +1036,7 @@ mod tests {
         let mut g = Group::new("g", now);
         let (a, mut rx) = join_new(&mut g, now);
         rx.try_recv().unwrap().unwrap();
-        now_answer(g.sync(&a, None, 1, None, None, vec![], now));
+        now_answer(g.sync(sreq(&a, None, 1, vec![]), now));
         g.tick(now + Duration::from_secs(5), &cfg());
         assert!(g.has_member(&a));
         g.tick(now + Duration::from_secs(11), &cfg());
@@ -1027,7 +1051,7 @@ mod tests {
         let mut g = Group::new("g", now);
         let (a, mut rx) = join_new(&mut g, now);
         rx.try_recv().unwrap().unwrap();
-        now_answer(g.sync(&a, None, 1, None, None, vec![], now));
+        now_answer(g.sync(sreq(&a, None, 1, vec![]), now));
         let (_b, mut rxb) = join_new(&mut g, now);
         // a keeps heartbeating but never rejoins.
         for t in (5..30).step_by(5) {
@@ -1052,12 +1076,7 @@ mod tests {
         let r = rx.try_recv().unwrap().unwrap();
         let old = r.member_id.clone();
         now_answer(g.sync(
-            &old,
-            Some("i1"),
-            1,
-            None,
-            None,
-            vec![(old.clone(), Bytes::from("x"))],
+            sreq(&old, Some("i1"), 1, vec![(old.clone(), Bytes::from("x"))]),
             now,
         ));
         // Restarted: same instance id, no member id.
@@ -1066,7 +1085,7 @@ mod tests {
         assert_eq!(r2.generation_id, 1, "no rebalance");
         assert_ne!(r2.member_id, old);
         assert!(r2.skip_assignment, "the static leader keeps the assignment");
-        let s = now_answer(g.sync(&r2.member_id, Some("i1"), 1, None, None, vec![], now));
+        let s = now_answer(g.sync(sreq(&r2.member_id, Some("i1"), 1, vec![]), now));
         assert_eq!(s.assignment, Bytes::from("x"));
         assert_eq!(
             g.heartbeat(&old, Some("i1"), 1, now),

@@ -21,7 +21,9 @@ use bytes::Bytes;
 use crate::catalog::Catalog;
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
-use group::{Answer, Group, GroupConfig, GroupState, JoinRequest, JoinResult, SyncResult};
+use group::{
+    Answer, Group, GroupConfig, GroupState, JoinRequest, JoinResult, SyncRequest, SyncResult,
+};
 use store::{Committed, Entry, GroupLog, GROUP_LOG_PARTITIONS};
 
 /// Kafka's `offset.metadata.max.bytes`.
@@ -153,31 +155,13 @@ impl Coordinator {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub async fn sync(
-        &self,
-        group_id: &str,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
-        protocol_type: Option<&str>,
-        protocol_name: Option<&str>,
-        assignments: Vec<(String, Bytes)>,
-    ) -> SyncResult {
+    pub async fn sync(&self, group_id: &str, req: SyncRequest) -> SyncResult {
         let answer = {
             let mut groups = self.groups.borrow_mut();
             let Some(g) = groups.get_mut(group_id) else {
                 return SyncResult::error(ErrorCode::UnknownMemberId);
             };
-            g.sync(
-                member_id,
-                instance_id,
-                generation,
-                protocol_type,
-                protocol_name,
-                assignments,
-                Instant::now(),
-            )
+            g.sync(req, Instant::now())
         };
         match answer {
             Answer::Now(r) => r,

@@ -16,21 +16,25 @@ use crate::error::{ErrorCode, KafkaError};
 use row::{to_row, Incoming, RowOp};
 use schema::TableSchema;
 
-/// The largest a produced batch may decompress to (a batch is at most
-/// `max.message.bytes` compressed; this bounds a hostile ratio).
+/// The most a produce request into a typed table may decompress to, all
+/// its batches together (and so the most rows it may hold before they are
+/// appended): a batch is at most `max.message.bytes` compressed, and this
+/// bounds what a hostile compression ratio could make the node hold.
 pub const MAX_DECOMPRESSED: usize = 256 << 20;
 
 /// Converts one produced batch into the batch of rows to store, or `None`
 /// when none of its records makes a row. Any record that cannot become a
 /// row refuses the whole batch with INVALID_RECORD; the node logs why.
+/// The batch may decompress to at most `limit` bytes.
 pub fn rows_batch(
     table: &str,
     schema: &TableSchema,
     h: &BatchHeader,
     batch: &Bytes,
     now_ms: i64,
+    limit: usize,
 ) -> Result<Option<(BatchHeader, Bytes)>, KafkaError> {
-    let records = batch_records(batch, h, MAX_DECOMPRESSED)
+    let records = batch_records(batch, h, limit)
         .map_err(|e| KafkaError::new(ErrorCode::CorruptMessage, format!("table {table}: {e}")))?;
     let append_time = h.is_log_append_time();
     let mut out = Vec::with_capacity(records.len());
@@ -81,4 +85,52 @@ pub fn rows_batch(
     let bytes = build_stamped_batch(&recs, &producer);
     let header = BatchHeader::parse(&bytes).expect("a built batch");
     Ok(Some((header, bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::schema::{Column, ColumnType};
+    use weir_storage::batch::HEADER_LEN;
+
+    /// A zstd batch of `n` JSON records `{"n": i}`.
+    fn zstd_batch(n: usize) -> Bytes {
+        let values: Vec<Vec<u8>> = (0..n)
+            .map(|i| format!(r#"{{"n":{i}}}"#).into_bytes())
+            .collect();
+        let recs: Vec<_> = values.iter().map(|v| (0i64, None, Some(&v[..]))).collect();
+        let plain = build_stamped_batch(&recs, &Producer::NONE);
+        let body = zstd::encode_all(&plain[HEADER_LEN..], 3).unwrap();
+        let mut b = plain[..HEADER_LEN].to_vec();
+        b.extend(body);
+        let len = (b.len() - 12) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        b[21..23].copy_from_slice(&4i16.to_be_bytes()); // zstd
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        Bytes::from(b)
+    }
+
+    #[test]
+    fn compressed_batches_convert_within_their_bound() {
+        let schema = TableSchema {
+            columns: vec![Column {
+                name: "n".into(),
+                ty: ColumnType::BigInt,
+                not_null: true,
+                default: None,
+            }],
+            primary_key: vec![],
+        };
+        let batch = zstd_batch(1000);
+        let h = BatchHeader::parse(&batch).unwrap();
+        let (rh, rows) = rows_batch("t", &schema, &h, &batch, 0, 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert_eq!(rh.record_count, 1000);
+        assert!(rows.len() > 8000);
+        let e = rows_batch("t", &schema, &h, &batch, 0, 1000).unwrap_err();
+        assert_eq!(e.code, ErrorCode::CorruptMessage);
+        assert!(e.message.contains("more than 1000 bytes"), "{}", e.message);
+    }
 }
