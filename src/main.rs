@@ -63,6 +63,14 @@ struct ServeArgs {
     /// Shards (one pinned executor each). Default: the machine's cores.
     #[arg(long)]
     cores: Option<usize>,
+    /// Shard i also listens for Kafka on port BASE+i (on the host of
+    /// --kafka) and clients see every shard as a broker of its own (node
+    /// id i, advertised on the --kafka-advertise host, port BASE+i) leading
+    /// the partitions and groups it owns, so each request goes straight to
+    /// the core that serves it. Clients must reach all these ports. Default:
+    /// the node is one broker and requests hop between shards inside.
+    #[arg(long, value_name = "BASE")]
+    shard_ports: Option<u16>,
     /// Create a topic the first time a client asks for it in Metadata.
     #[arg(long)]
     auto_create_topics: bool,
@@ -133,6 +141,23 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
                 .unwrap_or(1)
         })
         .max(1);
+    if let Some(base) = args.shard_ports {
+        if base as usize + cfg.shards > u16::MAX as usize + 1 || base == 0 {
+            return Err(format!(
+                "--shard-ports {base}: {} shards need ports {base}..{} (1..=65535)",
+                cfg.shards,
+                base as usize + cfg.shards - 1
+            ));
+        }
+        let overlaps = |p: u16| (base as usize..base as usize + cfg.shards).contains(&(p as usize));
+        if overlaps(kafka.port()) || (http.ip() == kafka.ip() && overlaps(http.port())) {
+            return Err(format!(
+                "--shard-ports {base}: ports {base}..{} overlap --kafka or --addr",
+                base as usize + cfg.shards - 1
+            ));
+        }
+        cfg.shard_port_base = Some(base);
+    }
     cfg.auto_create_topics = args.auto_create_topics;
     cfg.default_partitions = args.default_partitions.max(1);
     cfg.max_request_bytes = args.max_request_bytes;

@@ -31,8 +31,15 @@ pub struct NodeConfig {
     pub mesh_capacity: usize,
     /// How often each shard applies retention.
     pub retention_check_interval: Duration,
-    /// The node id clients see.
+    /// The node id clients see (the one broker, unless `shard_port_base`).
     pub node_id: i32,
+    /// `--shard-ports BASE`: shard `i` also listens on port `BASE + i` and
+    /// Metadata presents every shard as a broker of its own (node id `i`,
+    /// advertised at `advertised_host:BASE + i`) leading the partitions it
+    /// owns, and FindCoordinator names the shard that owns the group. Clients
+    /// then send each request to the core that serves it, with no hop
+    /// between shards. `None`: the node is one broker on `kafka_addr`.
+    pub shard_port_base: Option<u16>,
     /// How long an idle shard spins before it parks. Parking costs a
     /// membarrier (an IPI to every core) and a wake-up; a short spin avoids
     /// both under load, but on a machine shared with clients it takes their
@@ -45,7 +52,46 @@ pub struct NodeConfig {
     pub groups: crate::groups::group::GroupConfig,
 }
 
+/// One broker as clients see it: a node id and where to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broker {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+}
+
 impl NodeConfig {
+    /// Every broker clients see: this node, or each shard with
+    /// `shard_port_base`.
+    pub fn brokers(&self) -> Vec<Broker> {
+        match self.shard_port_base {
+            None => vec![self.broker_of(0)],
+            Some(_) => (0..self.shards).map(|s| self.broker_of(s)).collect(),
+        }
+    }
+
+    /// The broker that serves what `shard` owns (partitions, groups).
+    pub fn broker_of(&self, shard: usize) -> Broker {
+        match self.shard_port_base {
+            None => Broker {
+                id: self.node_id,
+                host: self.advertised_host.clone(),
+                port: self.advertised_port,
+            },
+            Some(base) => Broker {
+                id: shard as i32,
+                host: self.advertised_host.clone(),
+                port: base + shard as u16,
+            },
+        }
+    }
+
+    /// The address shard `shard` listens on besides `kafka_addr`, if any.
+    pub fn shard_listen_addr(&self, shard: usize) -> Option<SocketAddr> {
+        self.shard_port_base
+            .map(|base| SocketAddr::new(self.kafka_addr.ip(), base + shard as u16))
+    }
+
     pub fn new(data_dir: PathBuf, kafka_addr: SocketAddr, http_addr: SocketAddr) -> NodeConfig {
         NodeConfig {
             data_dir,
@@ -62,6 +108,7 @@ impl NodeConfig {
             mesh_capacity: 1024,
             retention_check_interval: Duration::from_secs(30),
             node_id: 0,
+            shard_port_base: None,
             producer_expiry: Duration::from_secs(24 * 3600),
             spin_before_park: Duration::ZERO,
             groups: Default::default(),

@@ -66,6 +66,9 @@ pub struct ShardStats {
     pub appended_bytes: std::cell::Cell<u64>,
     pub fetch_requests: std::cell::Cell<u64>,
     pub connections: std::cell::Cell<u64>,
+    /// Jobs this shard sent to another shard (`invoke_on`): the cross-core
+    /// hops its requests cost.
+    pub hops_sent: std::cell::Cell<u64>,
 }
 
 /// A snapshot of one shard's counters.
@@ -78,6 +81,7 @@ pub struct ShardReport {
     pub appended_bytes: u64,
     pub fetch_requests: u64,
     pub connections: u64,
+    pub hops_sent: u64,
     pub cache_bytes: usize,
 }
 
@@ -141,19 +145,34 @@ impl Shard {
             appended_bytes: self.stats.appended_bytes.get(),
             fetch_requests: self.stats.fetch_requests.get(),
             connections: self.stats.connections.get(),
+            hops_sent: self.stats.hops_sent.get(),
             cache_bytes: self.cache.borrow().bytes(),
         }
     }
 
-    /// Every shard's counters, gathered over the mesh.
+    /// Every shard's counters, gathered over the mesh (hops not counted, so
+    /// reading the counters does not change them).
     pub async fn reports(self: &Rc<Self>) -> Vec<ShardReport> {
-        let all = (0..self.nr_shards).map(|i| self.invoke_on(i, |s| async move { s.report() }));
+        let all = (0..self.nr_shards).map(|i| self.send_job(i, |s| async move { s.report() }));
         join_all(all).await.into_iter().flatten().collect()
     }
 
     /// Runs `f` on shard `target` with its state and returns the answer.
     /// On the local shard it runs in place.
     pub async fn invoke_on<R, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> Result<R, KafkaError>
+    where
+        R: Send + 'static,
+        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+    {
+        if target != self.id {
+            self.stats.hops_sent.set(self.stats.hops_sent.get() + 1);
+        }
+        self.send_job(target, f).await
+    }
+
+    /// `invoke_on` without counting the hop.
+    async fn send_job<R, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> Result<R, KafkaError>
     where
         R: Send + 'static,
         F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
@@ -821,7 +840,11 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
     // killed can still answer for a moment: its io_uring instance holds the
     // listening socket until the kernel tears the ring down, after the
     // process is gone. So the port must keep answering to count as taken.
-    for (what, addr) in [("Kafka", config.kafka_addr), ("HTTP", config.http_addr)] {
+    let shard_ports = (0..config.shards).filter_map(|s| config.shard_listen_addr(s));
+    let ports = [("Kafka", config.kafka_addr), ("HTTP", config.http_addr)]
+        .into_iter()
+        .chain(shard_ports.map(|a| ("a shard's Kafka port", a)));
+    for (what, addr) in ports {
         let mut probe = addr;
         if probe.ip().is_unspecified() {
             probe.set_ip(match addr {

@@ -1,5 +1,6 @@
 //! The listeners of one shard: Kafka on `--kafka` and HTTP on `--addr`,
-//! both bound with SO_REUSEPORT so every shard accepts its own share.
+//! both bound with SO_REUSEPORT so every shard accepts its own share, and
+//! with `--shard-ports` Kafka on this shard's own port too.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -20,11 +21,22 @@ pub fn bind(shard: Rc<Shard>) -> Result<Serving, String> {
             shard.config.kafka_addr
         )
     })?;
+    let own = match shard.config.shard_listen_addr(shard.id) {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .map_err(|e| format!("cannot listen for Kafka on shard port {addr}: {e}"))?,
+        ),
+        None => None,
+    };
     let http = TcpListener::bind(shard.config.http_addr)
         .map_err(|e| format!("cannot listen for HTTP on {}: {e}", shard.config.http_addr))?;
     Ok(Box::pin(async move {
         let http_task = glommio::spawn_local(serve_http(shard.clone(), http));
+        let own_task = own.map(|l| glommio::spawn_local(accept_kafka(shard.clone(), l)));
         let result = accept_kafka(shard, kafka).await;
+        if let Some(t) = own_task {
+            t.cancel().await;
+        }
         http_task.cancel().await;
         result
     }))

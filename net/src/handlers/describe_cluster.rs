@@ -1,4 +1,5 @@
-//! DescribeCluster (key 60): the cluster id and this one node.
+//! DescribeCluster (key 60): the cluster id and the brokers (this node, or
+//! each shard with `--shard-ports`).
 
 use std::rc::Rc;
 
@@ -19,11 +20,18 @@ pub fn handle(
     let cfg = &shard.config;
     DescribeClusterResponse::default()
         .with_cluster_id(str(&shard.catalog().cluster_id))
-        .with_controller_id(BrokerId(cfg.node_id))
+        .with_controller_id(BrokerId(cfg.broker_of(0).id))
         .with_endpoint_type(1)
         .with_cluster_authorized_operations(i32::MIN)
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(BrokerId(cfg.node_id))
-            .with_host(str(&cfg.advertised_host))
-            .with_port(cfg.advertised_port as i32)])
+        .with_brokers(
+            cfg.brokers()
+                .into_iter()
+                .map(|b| {
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(b.id))
+                        .with_host(str(&b.host))
+                        .with_port(b.port as i32)
+                })
+                .collect(),
+        )
 }

@@ -1,6 +1,7 @@
-//! FindCoordinator (key 10): this node coordinates every group and
-//! transactional id (inside the node, each group belongs to one shard and
-//! requests are carried there), so the answer is always this node.
+//! FindCoordinator (key 10): each group and transactional id belongs to one
+//! shard. The answer is this node (requests are carried to that shard
+//! inside), or with `--shard-ports` that shard's own broker, so the
+//! client's group traffic needs no hop.
 
 use std::rc::Rc;
 
@@ -32,32 +33,41 @@ pub fn handle(
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
-    let node = BrokerId(shard.config.node_id);
-    let host = str(&shard.config.advertised_host);
-    let port = shard.config.advertised_port as i32;
     let checked = check_key_type(req.key_type);
+    let coordinator = |key: &str| {
+        let b = shard.config.broker_of(shard.group_shard(key));
+        (BrokerId(b.id), str(&b.host), b.port as i32)
+    };
     if version >= 4 {
         FindCoordinatorResponse::default().with_coordinators(
             req.coordinator_keys
                 .into_iter()
-                .map(|k| {
-                    let c = Coordinator::default().with_key(k);
-                    match &checked {
-                        Ok(()) => c.with_node_id(node).with_host(host.clone()).with_port(port),
-                        Err((code, why)) => c
-                            .with_node_id(BrokerId(-1))
-                            .with_host(str(""))
-                            .with_port(-1)
-                            .with_error_code(*code)
-                            .with_error_message(Some(why.clone())),
+                .map(|k| match &checked {
+                    Ok(()) => {
+                        let (node, host, port) = coordinator(&k);
+                        Coordinator::default()
+                            .with_key(k)
+                            .with_node_id(node)
+                            .with_host(host)
+                            .with_port(port)
                     }
+                    Err((code, why)) => Coordinator::default()
+                        .with_key(k)
+                        .with_node_id(BrokerId(-1))
+                        .with_host(str(""))
+                        .with_port(-1)
+                        .with_error_code(*code)
+                        .with_error_message(Some(why.clone())),
                 })
                 .collect(),
         )
     } else {
         let r = FindCoordinatorResponse::default();
         match checked {
-            Ok(()) => r.with_node_id(node).with_host(host).with_port(port),
+            Ok(()) => {
+                let (node, host, port) = coordinator(&req.key);
+                r.with_node_id(node).with_host(host).with_port(port)
+            }
             Err((code, why)) => r
                 .with_error_code(code)
                 .with_error_message(Some(why))

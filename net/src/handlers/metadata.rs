@@ -1,5 +1,6 @@
-//! Metadata (key 3): this node, and every topic asked for with its
-//! partitions and id. This node leads every partition.
+//! Metadata (key 3): the brokers, and every topic asked for with its
+//! partitions and id. The node is one broker leading every partition, or
+//! (with `--shard-ports`) each shard is a broker leading what it owns.
 
 use std::rc::Rc;
 
@@ -18,7 +19,7 @@ pub const MAX: i16 = 13;
 
 pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> MetadataResponse {
     let cfg = &shard.config;
-    let node = BrokerId(cfg.node_id);
+    let node = |owner: usize| BrokerId(cfg.broker_of(owner).id);
     // v0: an empty list means every topic; v1+: null means every topic.
     let wanted = match req.topics {
         Some(t) if !(version == 0 && t.is_empty()) => Some(t),
@@ -82,22 +83,30 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
         }
     }
     MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(node)
-            .with_host(str(&cfg.advertised_host))
-            .with_port(cfg.advertised_port as i32)])
+        .with_brokers(
+            cfg.brokers()
+                .into_iter()
+                .map(|b| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(b.id))
+                        .with_host(str(&b.host))
+                        .with_port(b.port as i32)
+                })
+                .collect(),
+        )
         .with_cluster_id(Some(str(&shard.catalog().cluster_id)))
-        .with_controller_id(node)
+        .with_controller_id(node(0))
         .with_topics(topics)
 }
 
-fn topic_entry(t: &TopicMeta, node: BrokerId) -> MetadataResponseTopic {
+fn topic_entry(t: &TopicMeta, node: impl Fn(usize) -> BrokerId) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(str(&t.name))))
         .with_topic_id(uuid::Uuid::from_bytes(t.id))
         .with_partitions(
             (0..t.partitions())
                 .map(|p| {
+                    let node = node(t.shards[p as usize]);
                     MetadataResponsePartition::default()
                         .with_partition_index(p)
                         .with_leader_id(node)
