@@ -3,6 +3,7 @@
 
 mod client;
 mod consume;
+mod disk;
 mod e2e;
 mod null_broker;
 mod produce;
@@ -30,6 +31,8 @@ enum Command {
     E2e(e2e::E2eArgs),
     /// A Kafka responder that does no storage work: the limit.
     NullBroker(null_broker::NullBrokerArgs),
+    /// The disk's write + fdatasync latency: the floor under acks=all.
+    Disk(disk::DiskArgs),
 }
 
 fn main() {
@@ -39,6 +42,7 @@ fn main() {
         Command::Consume(a) => consume::run(a),
         Command::E2e(a) => e2e::run(a),
         Command::NullBroker(a) => null_broker::run(a),
+        Command::Disk(a) => disk::run(a),
     };
     if let Err(e) = r {
         eprintln!("weir-bench: {e}");

@@ -29,6 +29,9 @@ pub struct NodeConfig {
     pub cache_bytes_per_shard: usize,
     /// Capacity of each cross-shard channel (messages).
     pub mesh_capacity: usize,
+    /// Flushes a partition keeps in flight: their writes go one after
+    /// another, their fdatasyncs overlap.
+    pub flushes_in_flight: usize,
     /// How often each shard applies retention.
     pub retention_check_interval: Duration,
     /// The node id clients see (the one broker, unless `shard_port_base`).
@@ -106,6 +109,7 @@ impl NodeConfig {
             max_in_flight_per_connection: 64,
             cache_bytes_per_shard: 256 << 20,
             mesh_capacity: 1024,
+            flushes_in_flight: 2,
             retention_check_interval: Duration::from_secs(30),
             node_id: 0,
             shard_port_base: None,

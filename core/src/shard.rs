@@ -774,7 +774,12 @@ impl Shard {
                 }
                 let dir = t.partition_dir(&self.config.data_dir, p as i32);
                 let log = PartitionLog::open(&dir, t.config.log_config(), now_ms()).await?;
-                let part = Rc::new(Partition::new(t.name.clone(), p as i32, log));
+                let part = Rc::new(Partition::new(
+                    t.name.clone(),
+                    p as i32,
+                    log,
+                    self.config.flushes_in_flight,
+                ));
                 self.partitions.borrow_mut().insert(key, part);
             }
         }

@@ -56,8 +56,18 @@ pub struct Segment {
     pub size: u64,
     /// Bytes known to be on disk and fdatasync'ed.
     pub durable_size: u64,
+    /// Bytes written to the file (maybe not yet synced): the next flush
+    /// writes from the block holding this position. `durable_size <=
+    /// written_size <= size`.
+    pub written_size: u64,
     /// The file's length on disk, past `size` when space was preallocated.
     pub allocated: u64,
+    /// The file holds written blocks (data, or zeros written ahead) up to
+    /// here: writes below it change no metadata, so their fdatasync is one
+    /// device flush. (Preallocated space is not enough: ext4 marks it
+    /// unwritten, and the first write into it changes the extent tree,
+    /// which each fdatasync must then write first.)
+    pub zeroed: u64,
     /// Bytes from an aligned position up to `size`, not yet known durable.
     staged: Staging,
     /// The offset after the last batch in the segment.
@@ -96,7 +106,9 @@ impl Segment {
             dir: dir.to_path_buf(),
             size: 0,
             durable_size: 0,
+            written_size: 0,
             allocated: 0,
+            zeroed: 0,
             staged: Staging::default(),
             next_offset: base,
             index: OffsetIndex::default(),
@@ -133,7 +145,9 @@ impl Segment {
             dir: dir.to_path_buf(),
             size: 0,
             durable_size: 0,
+            written_size: 0,
             allocated: 0,
+            zeroed: 0,
             staged: Staging::default(),
             next_offset: base,
             index: OffsetIndex::default(),
@@ -151,7 +165,9 @@ impl Segment {
         }
         seg.scan(file_size, producers, now_ms).await?;
         seg.durable_size = seg.size;
+        seg.written_size = seg.size;
         seg.allocated = seg.size;
+        seg.zeroed = seg.size;
         seg.staged.from = align_down(seg.size);
         if seg.staged.from < seg.size {
             let tail = seg
@@ -221,7 +237,9 @@ impl Segment {
             dir: self.dir.clone(),
             size,
             durable_size: size,
+            written_size: size,
             allocated: size,
+            zeroed: size,
             staged: Staging {
                 from: align_down(size),
                 ..Staging::default()
@@ -321,43 +339,69 @@ impl Segment {
         debug_assert_eq!(self.staged.from + self.staged.len as u64, self.size);
     }
 
-    /// Whether staged bytes wait to be written.
+    /// Whether appended bytes are not yet durable.
     pub fn dirty(&self) -> bool {
         self.durable_size < self.size
     }
 
-    /// Takes a snapshot of the staged bytes as an aligned DMA buffer:
-    /// (buffer, file position, logical end it makes durable).
-    pub fn prepare_flush(&self) -> (glommio::io::DmaBuffer, u64, u64) {
-        let len = self.staged.len;
-        let mut buf = self.file.alloc_dma_buffer(align_up(len as u64) as usize);
-        let bytes = buf.as_bytes_mut();
-        self.staged.copy_into(&mut bytes[..len]);
-        bytes[len..].fill(0);
-        (buf, self.staged.from, self.size)
+    /// Whether appended bytes wait to be written.
+    pub fn unwritten(&self) -> bool {
+        self.written_size < self.size
     }
 
-    /// After the write and fdatasync of a snapshot ending at `end`: drop the
-    /// whole blocks that are now durable from the staging buffer.
-    pub fn complete_flush(&mut self, end: u64) {
-        assert!(end <= self.size && end >= self.durable_size);
-        self.durable_size = end;
-        self.staged.advance_to(align_down(end));
+    /// Takes a snapshot of the bytes not yet written, from the block that
+    /// holds `written_size`, as an aligned DMA buffer: (buffer, file
+    /// position, logical end it writes).
+    pub fn prepare_flush(&self) -> (glommio::io::DmaBuffer, u64, u64) {
+        let from = align_down(self.written_size);
+        let len = (self.size - from) as usize;
+        let mut buf = self.file.alloc_dma_buffer(align_up(len as u64) as usize);
+        let bytes = buf.as_bytes_mut();
+        self.staged.copy_into(from, &mut bytes[..len]);
+        bytes[len..].fill(0);
+        (buf, from, self.size)
+    }
+
+    /// After the write of a snapshot ending at `end`.
+    pub fn complete_write(&mut self, end: u64) {
+        assert!(end <= self.size);
+        self.written_size = self.written_size.max(end);
+    }
+
+    /// After an fdatasync that covered writes up to `end`: drop the whole
+    /// blocks that are now durable from the staging buffer. Syncs may
+    /// complete out of order; the durable size only grows.
+    pub fn complete_sync(&mut self, end: u64) {
+        assert!(end <= self.size);
+        // A concurrent flush's failed sync may have asked for a rewrite;
+        // this sync covered the bytes anyway.
+        self.written_size = self.written_size.max(end);
+        if end > self.durable_size {
+            self.durable_size = end;
+            self.staged.advance_to(align_down(end));
+        }
+    }
+
+    /// After a failed sync: what was written is not known durable, so the
+    /// next flush writes it again.
+    pub fn sync_failed(&mut self) {
+        self.written_size = self.durable_size;
     }
 
     /// Writes the index files and trims padding. Called once the segment is
     /// no longer active and fully durable.
     pub async fn seal(&mut self) -> Result<(), StorageError> {
+        self.seal_job().await?;
+        self.mark_sealed();
+        Ok(())
+    }
+
+    /// The I/O of sealing, holding only copies, so the segment stays in
+    /// the log (readable) while it runs; `mark_sealed` after it succeeds.
+    pub fn seal_job(&self) -> impl std::future::Future<Output = Result<(), StorageError>> {
         assert!(!self.dirty(), "sealing a segment with unwritten batches");
-        let ctx = |what: &str| format!("{what} segment {} in {}", self.base, self.dir.display());
-        self.file
-            .truncate(self.size)
-            .await
-            .map_err(|e| StorageError::io(ctx("truncating"), e))?;
-        self.file
-            .fdatasync()
-            .await
-            .map_err(|e| StorageError::io(ctx("syncing"), e))?;
+        let ctx = format!("segment {} in {}", self.base, self.dir.display());
+        let (file, size) = (self.file.clone(), self.size);
         let mut idx = Vec::new();
         idx.extend_from_slice(&self.size.to_be_bytes());
         idx.extend_from_slice(&self.next_offset.to_be_bytes());
@@ -366,14 +410,29 @@ impl Segment {
         tidx.extend_from_slice(&self.max_timestamp.to_be_bytes());
         tidx.extend_from_slice(&self.max_timestamp_offset.to_be_bytes());
         tidx.extend_from_slice(&self.time_index.encode());
-        write_small_file(&index_path(&self.dir, self.base), idx).await?;
-        write_small_file(&time_index_path(&self.dir, self.base), tidx).await?;
+        let (idx_path, tidx_path) = (
+            index_path(&self.dir, self.base),
+            time_index_path(&self.dir, self.base),
+        );
+        async move {
+            file.truncate(size)
+                .await
+                .map_err(|e| StorageError::io(format!("truncating {ctx}"), e))?;
+            file.fdatasync()
+                .await
+                .map_err(|e| StorageError::io(format!("syncing {ctx}"), e))?;
+            write_small_file(&idx_path, idx).await?;
+            write_small_file(&tidx_path, tidx).await
+        }
+    }
+
+    /// After `seal_job`: nothing is staged and the segment takes no appends.
+    pub fn mark_sealed(&mut self) {
         self.staged = Staging {
             from: align_down(self.size),
             ..Staging::default()
         };
         self.sealed = true;
-        Ok(())
     }
 
     /// Removes the segment's files.
@@ -409,12 +468,21 @@ impl Staging {
         self.chunks.push_back(b);
     }
 
-    fn copy_into(&self, out: &mut [u8]) {
-        assert_eq!(out.len(), self.len);
+    /// Copies the staged bytes from file position `from` to the end.
+    fn copy_into(&self, from: u64, out: &mut [u8]) {
+        assert!(from >= self.from);
+        let mut skip = (from - self.from) as usize;
+        assert_eq!(out.len() + skip, self.len);
         let mut at = 0;
         for c in &self.chunks {
-            out[at..at + c.len()].copy_from_slice(c);
-            at += c.len();
+            if skip >= c.len() {
+                skip -= c.len();
+                continue;
+            }
+            let part = &c[skip..];
+            skip = 0;
+            out[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
         }
     }
 
