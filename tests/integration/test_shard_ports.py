@@ -1,6 +1,7 @@
 """`--shard-ports BASE`: every shard is a broker of its own on port BASE+i,
 leading the partitions and coordinating the groups it owns, so real clients
 send each request straight to the core that serves it."""
+import re
 import socket
 
 import pytest
@@ -132,3 +133,36 @@ def test_bad_shard_ports_are_refused(tmp_path, why):
     with pytest.raises(RuntimeError) as e:
         n.start()
     assert f"--shard-ports {base}" in str(e.value), str(e.value)
+
+
+def test_kafka_python_and_kcat_use_the_shard_brokers(make_node):
+    import subprocess
+    from kafka import KafkaConsumer, KafkaProducer
+    base = free_port_range(2)
+    node = make_node(cores=2, extra=["--shard-ports", str(base)])
+    create_topic(node.bootstrap, "kp", partitions=4)
+    before = hops(node)
+    p = KafkaProducer(bootstrap_servers=node.bootstrap, acks="all")
+    for i in range(40):
+        p.send("kp", value=str(i).encode(), partition=i % 4)
+    p.flush(30)
+    p.close()
+    c = KafkaConsumer("kp", bootstrap_servers=node.bootstrap, group_id="kp-readers",
+                      auto_offset_reset="earliest", enable_auto_commit=False,
+                      consumer_timeout_ms=15000)
+    got = []
+    for m in c:
+        got.append(int(m.value))
+        if len(got) == 40:
+            break
+    c.commit()
+    c.close()
+    assert sorted(got) == list(range(40))
+    # kafka-python too sent each request to the shard that serves it.
+    assert hops(node) == before
+    out = subprocess.run(["kcat", "-L", "-b", node.bootstrap, "-t", "kp"], capture_output=True,
+                         text=True, timeout=30).stdout
+    assert f"broker 0 at 127.0.0.1:{base}" in out and f"broker 1 at 127.0.0.1:{base + 1}" in out
+    shown = {int(m[1]): int(m[2]) for m in re.finditer(r"partition (\d+), leader (\d+)", out)}
+    _, lead = leaders(node.bootstrap, "kp")
+    assert shown == lead and len(shown) == 4
