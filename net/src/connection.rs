@@ -25,16 +25,55 @@ const READ_BUFFER_BYTES: usize = 64 << 10;
 /// a client that announces a large frame and sends nothing holds little.
 const FRAME_GROWTH: usize = 1 << 20;
 
-async fn read_frame<R: futures_lite::AsyncRead + Unpin>(
-    reader: &mut R,
+/// Reads a frame of `len` bytes into fresh memory without zeroing it first
+/// (zeroing each request's buffer was 7% of the node's CPU under produce
+/// load). Bytes the reader already buffered come first; the rest is
+/// received straight into the frame's spare capacity with a non-blocking
+/// `recv` on the socket (`fd`, the reader's own descriptor). When nothing is
+/// there, waiting is done by the reader (`fill_buf`), whose few buffered
+/// bytes are then copied.
+async fn read_frame(
+    reader: &mut BufReader<TcpStream>,
+    fd: std::os::fd::RawFd,
     len: usize,
 ) -> std::io::Result<BytesMut> {
-    let mut frame = BytesMut::zeroed(len.min(FRAME_GROWTH));
-    reader.read_exact(&mut frame).await?;
+    use futures_lite::io::AsyncBufReadExt;
+    let mut frame = BytesMut::with_capacity(len.min(FRAME_GROWTH));
     while frame.len() < len {
-        let at = frame.len();
-        frame.resize(len.min(at + FRAME_GROWTH), 0);
-        reader.read_exact(&mut frame[at..]).await?;
+        let left = len - frame.len();
+        let buffered = reader.buffer();
+        if !buffered.is_empty() {
+            let n = buffered.len().min(left);
+            frame.extend_from_slice(&buffered[..n]);
+            reader.consume(n);
+            continue;
+        }
+        if frame.capacity() == frame.len() {
+            frame.reserve(left.min(FRAME_GROWTH));
+        }
+        let spare = frame.spare_capacity_mut();
+        let want = spare.len().min(left);
+        // SAFETY: the kernel writes at most `want` bytes into the spare
+        // capacity, which `frame` owns and nothing else references.
+        let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), want, libc::MSG_DONTWAIT) };
+        if n > 0 {
+            // SAFETY: recv initialised these n bytes.
+            unsafe { frame.set_len(frame.len() + n as usize) };
+            continue;
+        }
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let err = std::io::Error::last_os_error();
+        match err.kind() {
+            std::io::ErrorKind::WouldBlock => {
+                if reader.fill_buf().await?.is_empty() {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+            }
+            std::io::ErrorKind::Interrupted => {}
+            _ => return Err(err),
+        }
     }
     Ok(frame)
 }
@@ -74,6 +113,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         }
         let _ = writer.close().await;
     });
+    let read_fd = stream.as_raw_fd();
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     let max = shard.config.max_request_bytes;
     loop {
@@ -86,7 +126,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             log::warn!("{peer}: closing: a frame of {len} bytes (the limit is {max})");
             break;
         }
-        let Ok(frame) = read_frame(&mut reader, len as usize).await else {
+        let Ok(frame) = read_frame(&mut reader, read_fd, len as usize).await else {
             break;
         };
         let decoded = match decode_request(frame.freeze()) {

@@ -90,3 +90,40 @@ def test_pipelined_requests_are_answered_in_order(node):
         s.sendall(frames)
         ids = [parse_produce_v3_response(read_frame(s))[0] for _ in range(50)]
     assert ids == list(range(50))
+
+
+def test_a_large_frame_arriving_in_small_pieces_is_read_whole(node):
+    """A 2.7 MB produce frame (over the 1 MiB a frame's memory grows by)
+    sent in odd-sized pieces, then a second frame sent with the first's last
+    piece: the node reads both exactly, and every byte of every record is
+    stored."""
+    import hashlib
+    import socket
+    from conftest import consume_all
+    create_topic(node.bootstrap, "pieces", partitions=3)
+    values = [hashlib.sha256(b"%d" % p).digest() * (900_000 // 32) for p in range(3)]
+    parts = b"".join(struct.pack(">i", p) + struct.pack(">i", len(b)) + b
+                     for p, b in ((p, record_batch([values[p]])) for p in range(3)))
+    body = (string(None) + struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + string("pieces")
+            + struct.pack(">i", 3) + parts)
+    first = request(0, 3, body, correlation_id=1)
+    second = request(0, 3, produce_v3("pieces", 0, record_batch([b"after"])), correlation_id=2)
+    with connect(node.bootstrap) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        data = first + second
+        # The first piece ends inside the length prefix.
+        cuts = [2] + list(range(7919, len(first), 7919)) + [len(data)]
+        at = 0
+        for cut in cuts:
+            s.sendall(data[at:cut])
+            at = cut
+        cid1, r1 = parse_produce_v3_response(read_frame(s))
+        cid2, r2 = parse_produce_v3_response(read_frame(s))
+    assert (cid1, cid2) == (1, 2)
+    assert sorted((p, err) for _, p, err, _ in r1) == [(0, 0), (1, 0), (2, 0)]
+    assert r2 == [("pieces", 0, 0, 1)]
+    got = consume_all(node.bootstrap, "pieces", 3, expected=4)
+    by_partition = {}
+    for m in got:
+        by_partition.setdefault(m.partition(), []).append(m.value())
+    assert by_partition == {0: [values[0], b"after"], 1: [values[1]], 2: [values[2]]}
