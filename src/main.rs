@@ -77,6 +77,10 @@ struct ServeArgs {
     /// Partitions of an auto-created topic.
     #[arg(long, default_value_t = 1)]
     default_partitions: i32,
+    /// Kafka connections served at once, split evenly between shards
+    /// (Kafka's max.connections); past it new clients wait until one closes.
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
     /// The largest request frame accepted, in bytes.
     #[arg(long, default_value_t = 100 << 20)]
     max_request_bytes: usize,
@@ -167,6 +171,7 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.auto_create_topics = args.auto_create_topics;
     cfg.default_partitions = args.default_partitions.max(1);
     cfg.max_request_bytes = args.max_request_bytes;
+    cfg.max_connections = args.max_connections.max(1);
     cfg.cache_bytes_per_shard = args.cache_bytes_per_shard;
     cfg.spin_before_park = Duration::from_micros(args.spin_before_park_us);
     cfg.retention_check_interval = Duration::from_millis(args.retention_check_ms.max(100));

@@ -23,6 +23,9 @@ pub struct NodeConfig {
     pub default_partitions: i32,
     /// The largest Kafka request frame accepted; larger closes the connection.
     pub max_request_bytes: usize,
+    /// Kafka connections the node serves at once (split evenly between
+    /// shards); past it, new clients wait in the listen backlog.
+    pub max_connections: usize,
     /// Requests one connection may have in flight before reading pauses.
     pub max_in_flight_per_connection: usize,
     /// Bytes of recent batches each shard keeps for tail fetches.
@@ -89,6 +92,11 @@ impl NodeConfig {
         }
     }
 
+    /// Each shard's share of `max_connections` (at least one).
+    pub fn connections_per_shard(&self) -> usize {
+        self.max_connections.div_ceil(self.shards.max(1)).max(1)
+    }
+
     /// The address shard `shard` listens on besides `kafka_addr`, if any.
     pub fn shard_listen_addr(&self, shard: usize) -> Option<SocketAddr> {
         self.shard_port_base
@@ -106,6 +114,7 @@ impl NodeConfig {
             auto_create_topics: false,
             default_partitions: 1,
             max_request_bytes: 100 << 20,
+            max_connections: 10_000,
             max_in_flight_per_connection: 64,
             cache_bytes_per_shard: 256 << 20,
             mesh_capacity: 1024,

@@ -8,6 +8,7 @@ use std::rc::Rc;
 
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
+use glommio::sync::Semaphore;
 use weir_core::shard::Serving;
 use weir_core::Shard;
 
@@ -30,10 +31,13 @@ pub fn bind(shard: Rc<Shard>) -> Result<Serving, String> {
     };
     let http = TcpListener::bind(shard.config.http_addr)
         .map_err(|e| format!("cannot listen for HTTP on {}: {e}", shard.config.http_addr))?;
+    // Both Kafka listeners of this shard share its connection slots.
+    let slots = Rc::new(Semaphore::new(shard.config.connections_per_shard() as u64));
     Ok(Box::pin(async move {
         let http_task = glommio::spawn_local(serve_http(shard.clone(), http));
-        let own_task = own.map(|l| glommio::spawn_local(accept_kafka(shard.clone(), l)));
-        let result = accept_kafka(shard, kafka).await;
+        let own_task =
+            own.map(|l| glommio::spawn_local(accept_kafka(shard.clone(), l, slots.clone())));
+        let result = accept_kafka(shard, kafka, slots).await;
         if let Some(t) = own_task {
             t.cancel().await;
         }
@@ -42,13 +46,32 @@ pub fn bind(shard: Rc<Shard>) -> Result<Serving, String> {
     }))
 }
 
-async fn accept_kafka(shard: Rc<Shard>, listener: TcpListener) -> Result<(), String> {
+async fn accept_kafka(
+    shard: Rc<Shard>,
+    listener: TcpListener,
+    slots: Rc<Semaphore>,
+) -> Result<(), String> {
     // Keep every connection's handle so shutdown can cancel them: a
     // detached task would outlive its executor.
     let live: Rc<RefCell<HashMap<u64, glommio::task::JoinHandle<()>>>> = Rc::default();
     let mut next_id = 0u64;
     let guard = CancelOnDrop(live.clone());
+    let mut last_warning = None;
     loop {
+        // At the limit, stop accepting (as Kafka's max.connections does):
+        // new clients wait in the listen backlog until a connection ends.
+        let quiet = last_warning.is_some_and(|t: std::time::Instant| t.elapsed().as_secs() < 10);
+        if slots.available() == 0 && !quiet {
+            last_warning = Some(std::time::Instant::now());
+            log::warn!(
+                "shard {}: {} Kafka connections, the limit (--max-connections): not accepting until one closes",
+                shard.id,
+                shard.config.connections_per_shard()
+            );
+        }
+        let Ok(slot) = slots.acquire_static_permit(1).await else {
+            return Ok(());
+        };
         let stream = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
@@ -67,6 +90,7 @@ async fn accept_kafka(shard: Rc<Shard>, listener: TcpListener) -> Result<(), Str
         let handle = glommio::spawn_local(async move {
             connection::serve(s, stream).await;
             l.borrow_mut().remove(&id);
+            drop(slot);
         })
         .detach();
         live.borrow_mut().insert(id, handle);

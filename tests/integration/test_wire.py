@@ -127,3 +127,26 @@ def test_a_large_frame_arriving_in_small_pieces_is_read_whole(node):
     for m in got:
         by_partition.setdefault(m.partition(), []).append(m.value())
     assert by_partition == {0: [values[0], b"after"], 1: [values[1]], 2: [values[2]]}
+
+
+def test_connections_past_the_limit_wait_until_one_closes(make_node):
+    """--max-connections 2 on one shard: a third client is not served while
+    two are connected (it waits in the listen backlog, as with Kafka's
+    max.connections), and is served as soon as one of them closes."""
+    import select
+    node = make_node(cores=1, extra=["--max-connections", "2"])
+    a, b = connect(node.bootstrap), connect(node.bootstrap)
+    for s in (a, b):
+        s.sendall(request(18, 0, b""))
+        assert struct.unpack_from(">ih", read_frame(s), 0)[1] == 0
+    c = connect(node.bootstrap)  # the kernel completes the handshake
+    c.sendall(request(18, 0, b"", correlation_id=3))
+    readable, _, _ = select.select([c], [], [], 1.0)
+    assert readable == [], "a third connection was served past the limit"
+    assert [s["connections"] for s in node.stats()] == [2]
+    a.close()
+    frame = read_frame(c)  # answered once a slot is free (blocking read)
+    assert struct.unpack_from(">ih", frame, 0) == (3, 0)
+    assert any("the limit (--max-connections)" in l for l in node.log)
+    b.close()
+    c.close()
