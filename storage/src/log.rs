@@ -44,9 +44,9 @@ impl Default for LogConfig {
     }
 }
 
-/// How far ahead of a segment's end an idle partition writes zeros, and
-/// how much at a time (each piece is one write and fdatasync, under the
-/// write lock, so a flush waits for at most one piece).
+/// How far ahead of a segment's end a partition writes zeros, and how much
+/// at a time (each piece is written under the write lock, so a flush waits
+/// for at most one piece's write; its fdatasync runs outside the lock).
 const ZERO_AHEAD_BYTES: u64 = 4 << 20;
 const ZERO_CHUNK_BYTES: u64 = 256 << 10;
 /// Space allocated ahead of a segment's end at a time.
@@ -1077,6 +1077,21 @@ mod tests {
         split_produced(&Bytes::from(b)).unwrap()
     }
 
+    /// Reads the log from 0 to `end`: every batch starts where the one
+    /// before ended.
+    async fn assert_reads_densely(log: &PartitionLog, end: i64) {
+        let mut at = 0;
+        while at < end {
+            let r = log.read(at, 1 << 20).await.unwrap();
+            for (_, h) in BatchIter::new(&r.batches) {
+                if h.last_offset() >= at {
+                    assert_eq!(h.base_offset, at);
+                    at = h.last_offset() + 1;
+                }
+            }
+        }
+    }
+
     #[test]
     fn overlapping_flushes_make_everything_durable_in_order() {
         in_log_dir("overlap", |d| async move {
@@ -1112,16 +1127,7 @@ mod tests {
             drop(log);
             let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
             assert_eq!(log.high_watermark(), end);
-            let mut at = 0;
-            while at < end {
-                let r = log.read(at, 1 << 20).await.unwrap();
-                for (_, h) in BatchIter::new(&r.batches) {
-                    if h.last_offset() >= at {
-                        assert_eq!(h.base_offset, at);
-                        at = h.last_offset() + 1;
-                    }
-                }
-            }
+            assert_reads_densely(&log, end).await;
         });
     }
 
@@ -1171,16 +1177,7 @@ mod tests {
             // zeros past the end are not batches.
             let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
             assert_eq!(log.high_watermark(), end);
-            let mut at = 0;
-            while at < end {
-                let r = log.read(at, 1 << 20).await.unwrap();
-                for (_, h) in BatchIter::new(&r.batches) {
-                    if h.last_offset() >= at {
-                        assert_eq!(h.base_offset, at);
-                        at = h.last_offset() + 1;
-                    }
-                }
-            }
+            assert_reads_densely(&log, end).await;
             let (a, _) = log.append(&batches(1, 1), 5).await.unwrap();
             assert_eq!(a.base_offset, end);
         });
