@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the same weir-bench workload against two brokers alternately
 # (A, B, A, B, ...) on one machine and prints B/A per pair for MB/s,
-# messages/s and p99 latency, then the median of each ratio.
+# messages/s and p99 latency (and for e2e both wake p99s), then the median
+# of each ratio.
 #
 #   bench/compare.sh A_ADDR B_ADDR PAIRS WORKLOAD [workload args...]
 #   bench/compare.sh 127.0.0.1:9093 127.0.0.1:9092 3 produce --topic t --create-topic \
@@ -23,14 +24,16 @@ run() { # broker run-number
     fi
   done
   out=$("$bin" "$workload" --brokers "$1" "${topic_args[@]}" --json 2>/dev/null | tail -n 1)
-  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(r["mb_per_sec"], r["msgs_per_sec"], r["latency_us"]["p99"])' "$out"
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(r["mb_per_sec"], r["msgs_per_sec"], r["latency_us"]["p99"], r.get("wake_us", {}).get("p99", "-"))' "$out"
 }
 ratios=()
 for ((p = 1; p <= pairs; p++)); do
-  read -r amb amsg ap99 < <(run "$a" "a$p")
-  read -r bmb bmsg bp99 < <(run "$b" "b$p")
+  read -r amb amsg ap99 awake < <(run "$a" "a$p")
+  read -r bmb bmsg bp99 bwake < <(run "$b" "b$p")
   r=$(python3 -c "print(f'{$bmb/$amb:.2f} {$bmsg/$amsg:.2f} {$bp99/max($ap99,1):.2f}')")
-  echo "pair $p: A $amb MB/s p99 ${ap99}us | B $bmb MB/s p99 ${bp99}us | B/A MB/s, msg/s, p99: $r"
+  wake=""
+  [ "$awake" != "-" ] && wake=" (e2e wake p99: A ${awake}us, B ${bwake}us)"
+  echo "pair $p: A $amb MB/s p99 ${ap99}us | B $bmb MB/s p99 ${bp99}us | B/A MB/s, msg/s, p99: $r$wake"
   ratios+=("$r")
 done
 printf '%s\n' "${ratios[@]}" | python3 -c '
