@@ -81,6 +81,20 @@ struct LogState {
     failed: Option<String>,
 }
 
+impl LogState {
+    /// The segments not yet sealed, newest first. Segments become durable in
+    /// offset order and are sealed oldest first, so these are the log's
+    /// last few: the only ones a flush writes, syncs or seals. A flush need
+    /// not walk a long log's sealed segments.
+    fn unsealed(&self) -> impl Iterator<Item = &Segment> {
+        self.segments.values().rev().take_while(|s| !s.sealed)
+    }
+
+    fn unsealed_mut(&mut self) -> impl Iterator<Item = &mut Segment> {
+        self.segments.values_mut().rev().take_while(|s| !s.sealed)
+    }
+}
+
 /// One partition's log. Lives on the shard that owns the partition.
 pub struct PartitionLog {
     dir: PathBuf,
@@ -403,16 +417,17 @@ impl PartitionLog {
             if st.durable_offset == st.next_offset {
                 return Ok(st.durable_offset);
             }
-            let jobs: Vec<_> = st
-                .segments
-                .values()
+            let mut jobs: Vec<_> = st
+                .unsealed()
                 .filter(|s| s.unwritten())
                 .map(|s| {
                     let (buf, pos, end) = s.prepare_flush();
-                    let grow = (end > s.allocated.max(s.zeroed)).then(|| align_up(end) + ahead);
+                    // Zeroing ahead raises `allocated` with `zeroed`.
+                    let grow = (end > s.allocated).then(|| align_up(end) + ahead);
                     (s.base, s.file.clone(), buf, pos, end, grow)
                 })
                 .collect();
+            jobs.reverse(); // oldest segment first
             (jobs, st.next_offset)
         };
         let t0 = std::time::Instant::now();
@@ -447,8 +462,7 @@ impl PartitionLog {
         let syncs: Vec<_> = self
             .state
             .borrow()
-            .segments
-            .values()
+            .unsealed()
             .filter(|s| s.durable_size < s.written_size)
             .map(|s| (s.base, s.file.clone(), s.written_size))
             .collect();
@@ -457,7 +471,7 @@ impl PartitionLog {
             if let Err(e) = file.fdatasync().await {
                 let why = format!("syncing segment {base} in {}: {e}", self.dir.display());
                 let err = self.fail(why);
-                for seg in self.state.borrow_mut().segments.values_mut() {
+                for seg in self.state.borrow_mut().unsealed_mut() {
                     seg.sync_failed();
                 }
                 return Err(err);
@@ -553,7 +567,7 @@ impl PartitionLog {
 
     /// Whether appended batches wait to be written (not only synced).
     pub fn has_unwritten(&self) -> bool {
-        self.state.borrow().segments.values().any(|s| s.unwritten())
+        self.state.borrow().unsealed().any(|s| s.unwritten())
     }
 
     /// Marks the log failed (appends refused until a flush works).
@@ -576,9 +590,10 @@ impl PartitionLog {
             let candidate = {
                 let st = self.state.borrow();
                 let active = *st.segments.keys().next_back().expect("a segment");
-                st.segments
-                    .values()
-                    .find(|s| s.base != active && !s.sealed && !s.dirty())
+                // The oldest unsealed segment that is durable and not active.
+                st.unsealed()
+                    .filter(|s| s.base != active && !s.dirty())
+                    .last()
                     .map(|s| s.base)
             };
             let Some(base) = candidate else { return Ok(()) };
