@@ -9,14 +9,15 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
-use bytes::{Bytes, BytesMut};
+use weir_storage::Chunks;
 
 /// One cached batch.
 #[derive(Debug, Clone)]
 pub struct CachedBatch {
     pub base_offset: i64,
     pub last_offset: i64,
-    pub bytes: Bytes,
+    /// The batch as stored (patched header, shared body).
+    pub bytes: Chunks,
 }
 
 /// A partition's part of the cache.
@@ -28,37 +29,26 @@ pub struct PartitionCache {
 impl PartitionCache {
     /// Whole batches from the one holding `offset`, below `high_watermark`,
     /// up to about `max_bytes` (at least one). `None` when the cache does
-    /// not reach back to `offset`.
-    pub fn read(&self, offset: i64, max_bytes: usize, high_watermark: i64) -> Option<Bytes> {
+    /// not reach back to `offset`. The batches' pieces are gathered, not
+    /// copied.
+    pub fn read(&self, offset: i64, max_bytes: usize, high_watermark: i64) -> Option<Chunks> {
         let batches = self.batches.borrow();
         let first = batches.front()?;
         if offset < first.base_offset {
             return None;
         }
         let i = batches.partition_point(|b| b.last_offset < offset);
-        let mut picked: Vec<&Bytes> = Vec::new();
-        let mut total = 0usize;
+        let mut picked = Chunks::default();
         for b in batches.range(i..) {
             if b.last_offset >= high_watermark {
                 break;
             }
-            if !picked.is_empty() && total + b.bytes.len() > max_bytes {
+            if !picked.is_empty() && picked.len() + b.bytes.len() > max_bytes {
                 break;
             }
-            total += b.bytes.len();
-            picked.push(&b.bytes);
+            picked.extend_from(&b.bytes);
         }
-        Some(match picked.len() {
-            0 => Bytes::new(),
-            1 => picked[0].clone(),
-            _ => {
-                let mut out = BytesMut::with_capacity(total);
-                for b in picked {
-                    out.extend_from_slice(b);
-                }
-                out.freeze()
-            }
-        })
+        Some(picked)
     }
 
     fn push(&self, batch: CachedBatch) {
@@ -134,7 +124,7 @@ mod tests {
         CachedBatch {
             base_offset: base,
             last_offset: base + 1,
-            bytes: Bytes::from(vec![base as u8; len]),
+            bytes: bytes::Bytes::from(vec![base as u8; len]).into(),
         }
     }
 

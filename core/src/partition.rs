@@ -8,7 +8,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use futures::channel::oneshot;
 use weir_storage::batch::{split_produced, BatchHeader};
-use weir_storage::{Appended, PartitionLog};
+use weir_storage::{Appended, Chunks, PartitionLog};
 
 use crate::cache::{CachedBatch, PartitionCache, TailCache};
 use crate::clock::now_ms;
@@ -24,7 +24,8 @@ type AckWaiter = (i64, oneshot::Sender<Result<(), KafkaError>>);
 /// What a read of one partition returns.
 #[derive(Debug, Clone, Default)]
 pub struct PartitionRead {
-    pub records: Bytes,
+    /// Whole batches, in pieces (the tail cache's are shared, not copied).
+    pub records: Chunks,
     pub high_watermark: i64,
     pub log_start: i64,
 }
@@ -43,6 +44,8 @@ pub struct Partition {
     flushing: Cell<usize>,
     /// The most flushes in flight (`NodeConfig::flushes_in_flight`).
     max_flushes: usize,
+    /// Whether the task writing zeros ahead runs.
+    zeroing: Cell<bool>,
     /// A keyed table's current rows, built from the log by SQL scans.
     pub keyed: RefCell<crate::table::scan::KeyedRows>,
 }
@@ -58,6 +61,7 @@ impl Partition {
             waiters: RefCell::new(Vec::new()),
             flushing: Cell::new(0),
             max_flushes: max_flushes.max(1),
+            zeroing: Cell::new(false),
             keyed: RefCell::new(Default::default()),
         }
     }
@@ -201,10 +205,7 @@ impl Partition {
                 if failed {
                     break;
                 }
-                // Keep zeros ahead of the end, so the next syncs are cheaper:
-                // a piece between flushes, more when idle.
-                let idle = !p.log.has_unwritten();
-                let _ = p.log.zero_ahead(idle).await;
+                p.schedule_zeroing();
                 // Batches that arrived meanwhile found this flusher counted
                 // and started none: it must take them. No await between this
                 // check and the count going down.
@@ -213,6 +214,21 @@ impl Partition {
                 }
             }
             p.flushing.set(p.flushing.get() - 1);
+        })
+        .detach();
+    }
+
+    /// Keeps zeros written ahead of the log's end (so later syncs are a
+    /// single device flush) in a task of its own: flushes never wait for
+    /// it unless their write reaches the piece being zeroed.
+    fn schedule_zeroing(self: &Rc<Self>) {
+        if self.zeroing.replace(true) {
+            return;
+        }
+        let p = self.clone();
+        glommio::spawn_local(async move {
+            while let Ok(true) = p.log.zero_ahead().await {}
+            p.zeroing.set(false);
         })
         .detach();
     }
@@ -258,7 +274,7 @@ impl Partition {
         }
         if offset == hw {
             return Ok(PartitionRead {
-                records: Bytes::new(),
+                records: Chunks::default(),
                 high_watermark: hw,
                 log_start: start,
             });
@@ -274,7 +290,7 @@ impl Partition {
         }
         let r = self.log.read(offset, max_bytes).await?;
         Ok(PartitionRead {
-            records: r.batches,
+            records: r.batches.into(),
             high_watermark: r.high_watermark,
             log_start: r.log_start,
         })

@@ -442,7 +442,7 @@ impl Shard {
                 match &mut r {
                     Ok(read) => {
                         if total > 0 && total + read.records.len() > max_bytes.max(0) as usize {
-                            read.records = Bytes::new();
+                            read.records = Default::default();
                         }
                         total += read.records.len();
                     }

@@ -7,6 +7,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+use weir_storage::Chunks;
+
 use crate::handlers::supported_versions;
 
 /// A decoded request.
@@ -72,15 +74,18 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, String> {
 
 /// Encodes a response frame as chunks to write in order. Fetch responses
 /// are encoded by hand so that record batches go out as they are (shared,
-/// not copied); everything else goes through `encode_response`.
+/// not copied): `records` holds each partition's, in response order (the
+/// response's own `records` fields are not used). Everything else goes
+/// through `encode_response`.
 pub fn encode_response_chunks(
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
     body: &ResponseKind,
+    records: &[Chunks],
 ) -> Result<Vec<Bytes>, String> {
     match body {
-        ResponseKind::Fetch(f) => Ok(fetch_encoder::encode(f, version, correlation_id)),
+        ResponseKind::Fetch(f) => Ok(fetch_encoder::encode(f, records, version, correlation_id)),
         _ => Ok(vec![encode_response(
             api_key,
             version,
@@ -121,18 +126,19 @@ pub fn encode_response(
 mod fetch_encoder {
     use bytes::{BufMut, Bytes, BytesMut};
     use kafka_protocol::messages::FetchResponse;
+    use weir_storage::Chunks;
 
-    /// Records smaller than this are copied inline rather than sent as
-    /// their own chunk (a chunk costs a send).
+    /// Pieces of records smaller than this are copied inline rather than
+    /// sent as chunks of their own (a batch's 61-byte header, small batches).
     const SPLICE_MIN: usize = 16 << 10;
 
-    struct Chunks {
+    struct Frame {
         done: Vec<Bytes>,
         cur: BytesMut,
         flexible: bool,
     }
 
-    impl Chunks {
+    impl Frame {
         fn varint(&mut self, mut v: u32) {
             while v >= 0x80 {
                 self.cur.put_u8((v as u8) | 0x80);
@@ -160,32 +166,35 @@ mod fetch_encoder {
                 self.cur.put_u8(0);
             }
         }
-        fn records(&mut self, r: &Option<Bytes>) {
-            match r {
-                None if self.flexible => self.cur.put_u8(0),
-                None => self.cur.put_i32(-1),
-                Some(b) => {
-                    if self.flexible {
-                        self.varint(b.len() as u32 + 1);
-                    } else {
-                        self.cur.put_i32(b.len() as i32);
-                    }
-                    if b.len() < SPLICE_MIN {
-                        self.cur.put_slice(b);
-                    } else {
-                        let head = self.cur.split().freeze();
-                        self.done.push(head);
-                        self.done.push(b.clone());
-                    }
+        fn records(&mut self, r: &Chunks) {
+            if self.flexible {
+                self.varint(r.len() as u32 + 1);
+            } else {
+                self.cur.put_i32(r.len() as i32);
+            }
+            for part in r.parts() {
+                if part.len() < SPLICE_MIN {
+                    self.cur.put_slice(part);
+                } else {
+                    let head = self.cur.split().freeze();
+                    self.done.push(head);
+                    self.done.push(part.clone());
                 }
             }
         }
     }
 
-    /// The whole frame (length prefix included) as chunks.
-    pub fn encode(f: &FetchResponse, version: i16, correlation_id: i32) -> Vec<Bytes> {
+    /// The whole frame (length prefix included) as chunks. `records`: each
+    /// partition's, in response order.
+    pub fn encode(
+        f: &FetchResponse,
+        records: &[Chunks],
+        version: i16,
+        correlation_id: i32,
+    ) -> Vec<Bytes> {
+        let mut records = records.iter();
         let flexible = version >= 12;
-        let mut c = Chunks {
+        let mut c = Frame {
             done: Vec::new(),
             cur: BytesMut::with_capacity(1024),
             flexible,
@@ -229,7 +238,7 @@ mod fetch_encoder {
                 if version >= 11 {
                     c.cur.put_i32(p.preferred_read_replica.0);
                 }
-                c.records(&p.records);
+                c.records(records.next().unwrap_or(&Chunks::default()));
                 c.tags();
             }
             c.tags();
@@ -282,7 +291,13 @@ mod tests {
     fn hand_encoded_fetch_matches_the_crate_at_every_version() {
         use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
         use kafka_protocol::messages::{BrokerId, FetchResponse, TopicName};
-        let big = Bytes::from(vec![7u8; 40 << 10]);
+        // The first partition's records in three pieces (a batch header, a
+        // spliced body, a small one), as the tail cache serves them.
+        let mut pieces = Chunks::from(Bytes::from(vec![1u8; 61]));
+        pieces.push(Bytes::from(vec![7u8; 40 << 10]));
+        pieces.push(Bytes::from(vec![3u8; 100]));
+        let big = pieces.to_bytes();
+        let records = [pieces, Chunks::from(Bytes::from_static(b"small"))];
         for v in 4..=16i16 {
             let topic = FetchableTopicResponse::default()
                 .with_topic(if v >= 13 {
@@ -317,7 +332,7 @@ mod tests {
                 .with_responses(vec![topic]);
             let body = ResponseKind::Fetch(f);
             let expected = encode_response(ApiKey::Fetch, v, 9, &body).unwrap();
-            let chunks = encode_response_chunks(ApiKey::Fetch, v, 9, &body).unwrap();
+            let chunks = encode_response_chunks(ApiKey::Fetch, v, 9, &body, &records).unwrap();
             assert!(chunks.len() > 1, "large records are spliced, not copied");
             let got = chunks.concat();
             let first_difference = got.iter().zip(expected.iter()).position(|(a, b)| a != b);

@@ -6,6 +6,8 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::chunks::Chunks;
+
 /// Size of the fixed v2 batch header.
 pub const HEADER_LEN: usize = 61;
 /// Bytes before `batchLength` counts: baseOffset (8) + batchLength (4).
@@ -167,19 +169,22 @@ pub fn split_produced(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, Batc
     Ok(out)
 }
 
-/// Returns a copy of `batch` with `baseOffset` set to `base_offset` and, for a
-/// LogAppendTime batch, the max timestamp set to `append_time_ms` with the CRC
-/// recomputed.
-pub fn assign_offset(batch: &[u8], base_offset: i64, append_time_ms: i64) -> Bytes {
-    let mut b = BytesMut::from(batch);
-    b[0..8].copy_from_slice(&base_offset.to_be_bytes());
-    let attributes = be_i16(&b, 21);
+/// `batch` with `baseOffset` set to `base_offset` and, for a LogAppendTime
+/// batch, the max timestamp set to `append_time_ms` with the CRC recomputed:
+/// a patched copy of the 61-byte header, then the rest of `batch` shared.
+pub fn assign_offset(batch: &Bytes, base_offset: i64, append_time_ms: i64) -> Chunks {
+    let mut head = BytesMut::from(&batch[..HEADER_LEN]);
+    let body = batch.slice(HEADER_LEN..);
+    head[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    let attributes = be_i16(&head, 21);
     if attributes & ATTR_LOG_APPEND_TIME != 0 {
-        b[35..43].copy_from_slice(&append_time_ms.to_be_bytes());
-        let crc = crc32c::crc32c(&b[CRC_START..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        head[35..43].copy_from_slice(&append_time_ms.to_be_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&head[CRC_START..]), &body);
+        head[17..21].copy_from_slice(&crc.to_be_bytes());
     }
-    b.freeze()
+    let mut out = Chunks::from(head.freeze());
+    out.push(body);
+    out
 }
 
 /// Iterates over the complete batches at the start of a buffer read from a
@@ -298,13 +303,13 @@ pub(crate) mod tests {
 
     #[test]
     fn offset_assignment_keeps_crc_valid() {
-        let b = make_batch(2, 5, ATTR_LOG_APPEND_TIME);
-        let out = assign_offset(&b, 42, 777);
+        let b = Bytes::from(make_batch(2, 5, ATTR_LOG_APPEND_TIME));
+        let out = assign_offset(&b, 42, 777).to_bytes();
         let h = BatchHeader::parse(&out).unwrap();
         assert_eq!(h.base_offset, 42);
         assert_eq!(h.max_timestamp, 777);
         assert!(crc_ok(&out, &h));
-        let plain = assign_offset(&make_batch(2, 5, 0), 9, 777);
+        let plain = assign_offset(&Bytes::from(make_batch(2, 5, 0)), 9, 777).to_bytes();
         let h = BatchHeader::parse(&plain).unwrap();
         assert_eq!((h.base_offset, h.max_timestamp), (9, 5));
         assert!(crc_ok(&plain, &h));
@@ -319,8 +324,8 @@ pub(crate) mod tests {
 
         #[test]
         fn assigned_offsets_round_trip(count in 1i32..50, base in 0i64..i64::MAX / 2, ts in 0i64..i64::MAX / 2) {
-            let b = make_batch(count, ts, 0);
-            let out = assign_offset(&b, base, 0);
+            let b = Bytes::from(make_batch(count, ts, 0));
+            let out = assign_offset(&b, base, 0).to_bytes();
             let parts = split_produced(&out).unwrap();
             proptest::prop_assert_eq!(parts.len(), 1);
             proptest::prop_assert_eq!(parts[0].0.base_offset, base);

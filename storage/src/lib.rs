@@ -1,6 +1,7 @@
 //! weir-storage: the on-disk log of a partition.
 //!
 //! - [`batch`]: Kafka v2 record batch headers, validation, offset assignment.
+//! - [`chunks`]: bytes in shared pieces (a stored batch: patched header, body).
 //! - [`records`]: reading records inside a batch, building batches.
 //! - [`compression`]: Kafka's codecs, decompressed with a size bound.
 //! - [`index`]: the sparse offset and time indexes of a segment.
@@ -12,6 +13,7 @@
 //! type here is `!Send` and lives on that shard.
 
 pub mod batch;
+pub mod chunks;
 pub mod compression;
 pub mod index;
 pub mod log;
@@ -19,6 +21,7 @@ pub mod producer_state;
 pub mod records;
 pub mod segment;
 
+pub use chunks::Chunks;
 pub use log::{Appended, LogConfig, PartitionLog, ReadResult};
 
 /// What can go wrong in storage.

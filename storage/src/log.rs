@@ -15,6 +15,7 @@ use bytes::Bytes;
 use glommio::sync::Semaphore;
 
 use crate::batch::{assign_offset, BatchHeader, BatchIter};
+use crate::chunks::Chunks;
 use crate::producer_state::{ProducerStates, SequenceCheck};
 use crate::records::first_offset_at_or_after;
 use crate::segment::{align_up, log_path, snapshot_path, sync_dir, write_small_file, Segment};
@@ -45,8 +46,7 @@ impl Default for LogConfig {
 }
 
 /// How far ahead of a segment's end a partition writes zeros, and how much
-/// at a time (each piece is written under the write lock, so a flush waits
-/// for at most one piece's write; its fdatasync runs outside the lock).
+/// at a time.
 const ZERO_AHEAD_BYTES: u64 = 4 << 20;
 const ZERO_CHUNK_BYTES: u64 = 256 << 10;
 /// Space allocated ahead of a segment's end at a time.
@@ -102,9 +102,14 @@ pub struct PartitionLog {
     state: RefCell<LogState>,
     /// Serialises appends that may roll a segment (an await inside).
     append_lock: Semaphore,
-    /// Serialises every write to the files: flushes' (their syncs may
-    /// overlap), zeros written ahead, and a seal's truncate.
+    /// Serialises the flushes' writes (their syncs may overlap) and a seal's
+    /// truncate.
     write_lock: Semaphore,
+    /// Held while a piece of zeros is written ahead, and by a seal's
+    /// truncate (taken after `write_lock`, never before it).
+    zero_lock: Semaphore,
+    /// The segment and start of the piece of zeros being written.
+    zeroing: Cell<Option<(i64, u64)>>,
     /// Bytes the last flush wrote (zeroing ahead pays off for small ones).
     last_flush_bytes: Cell<u64>,
     /// Idempotent producers' recent sequences.
@@ -224,6 +229,8 @@ impl PartitionLog {
             }),
             append_lock: Semaphore::new(1),
             write_lock: Semaphore::new(1),
+            zero_lock: Semaphore::new(1),
+            zeroing: Cell::new(None),
             last_flush_bytes: Cell::new(0),
             producers: RefCell::new(producers),
             readahead: RefCell::new(None),
@@ -260,13 +267,14 @@ impl PartitionLog {
     }
 
     /// Assigns offsets to validated batches and stages them. They become
-    /// durable (and readable) at the next `flush`. Returns the stored copies
-    /// (base offsets rewritten) for the tail cache.
+    /// durable (and readable) at the next `flush`. Returns the batches as
+    /// stored (base offsets assigned; the bodies shared with `batches`) for
+    /// the tail cache.
     pub async fn append(
         &self,
         batches: &[(BatchHeader, Bytes)],
         now_ms: i64,
-    ) -> Result<(Appended, Vec<(BatchHeader, Bytes)>), StorageError> {
+    ) -> Result<(Appended, Vec<(BatchHeader, Chunks)>), StorageError> {
         let _permit = self
             .append_lock
             .acquire_permit(1)
@@ -307,13 +315,13 @@ impl PartitionLog {
         let seg_base = *st.segments.keys().next_back().expect("a segment");
         for (h, b) in batches {
             let offset = st.next_offset;
-            let copy = assign_offset(b, offset, now_ms);
-            let header = BatchHeader::parse(&copy).expect("validated batch");
+            let stored_batch = assign_offset(b, offset, now_ms);
+            let header = BatchHeader::parse(&stored_batch.parts()[0]).expect("validated batch");
             let seg = st.segments.get_mut(&seg_base).expect("active segment");
-            seg.append(copy.clone(), &header);
+            seg.append(&stored_batch, &header);
             producers.record(&header, now_ms);
             st.next_offset = offset + h.offset_count();
-            stored.push((header, copy));
+            stored.push((header, stored_batch));
         }
         let log_append_time = if batches.iter().any(|(h, _)| h.is_log_append_time()) {
             now_ms
@@ -447,6 +455,7 @@ impl PartitionLog {
                     Err(e) => log::warn!("preallocating segment {base}: {e}"),
                 }
             }
+            self.wait_for_zeros(base, end).await;
             if let Err(e) = file.write_at(buf, pos).await {
                 return Err(self.fail(format!(
                     "writing segment {base} in {}: {e}",
@@ -497,71 +506,70 @@ impl PartitionLog {
         Ok(self.high_watermark())
     }
 
-    /// Writes zeros ahead of the active segment's end, so later flushes
-    /// write into initialised blocks and each fdatasync is one device flush
-    /// instead of an extent-tree write and a flush. The partition's flusher
-    /// calls this between flushes (`idle` false: one 256 KiB piece, and
-    /// only while flushes are small, when the sync is most of their cost)
-    /// and when nothing is left to write (`idle`: up to 4 MiB ahead,
-    /// stopping as soon as batches wait). Large flushes (throughput) fall
-    /// back to preallocation rather than writing every byte twice.
-    pub async fn zero_ahead(&self, idle: bool) -> Result<(), StorageError> {
-        if !idle && self.last_flush_bytes.get() >= ZERO_CHUNK_BYTES {
-            return Ok(());
+    /// Writes one piece of zeros ahead of the active segment's end, so later
+    /// flushes write into initialised blocks and each fdatasync is one
+    /// device flush instead of an extent-tree write and a flush. Returns
+    /// whether more is wanted. The partition runs this as a task of its own
+    /// after flushes, only while they are small (< 256 KiB, when the sync is
+    /// most of their cost); large flushes (throughput) fall back to
+    /// preallocation rather than writing every byte twice.
+    ///
+    /// A piece starts past every byte appended so far, so no flush that is
+    /// already prepared writes there; it takes no part in the write lock
+    /// (a flush waits for it only when its own write reaches the piece) and
+    /// no sync of its own (the next flush's fdatasync makes the new extents
+    /// durable once; zeros that are lost in a crash read back as zeros).
+    pub async fn zero_ahead(&self) -> Result<bool, StorageError> {
+        if self.last_flush_bytes.get() >= ZERO_CHUNK_BYTES {
+            return Ok(false);
         }
         let limit = align_up(self.config.get().segment_bytes);
-        loop {
-            let write = self
-                .write_lock
-                .acquire_permit(1)
-                .await
-                .expect("semaphore open");
-            let (file, base, from, to) = {
-                let st = self.state.borrow();
-                let Some(seg) = st.segments.values().next_back() else {
-                    return Ok(());
-                };
-                let from = seg.zeroed.max(align_up(seg.size));
-                let to = (from + ZERO_CHUNK_BYTES).min(limit);
-                if st.failed.is_some()
-                    || seg.sealed
-                    || (idle && seg.unwritten())
-                    || from >= align_up(seg.size) + ZERO_AHEAD_BYTES
-                    || to <= from
-                {
-                    return Ok(());
-                }
-                (seg.file.clone(), seg.base, from, to)
+        let _zero = self
+            .zero_lock
+            .acquire_permit(1)
+            .await
+            .expect("semaphore open");
+        let (file, base, from, to) = {
+            let st = self.state.borrow();
+            let Some(seg) = st.segments.values().next_back() else {
+                return Ok(false);
             };
-            let mut zeros = file.alloc_dma_buffer((to - from) as usize);
-            zeros.as_bytes_mut().fill(0);
-            // Under the write lock and past every byte appended: no flush
-            // writes here until this write is done.
-            let r = file.write_at(zeros, from).await;
-            if r.is_ok() {
-                if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
-                    seg.zeroed = seg.zeroed.max(to);
-                    seg.allocated = seg.allocated.max(to);
-                }
+            let from = seg.zeroed.max(align_up(seg.size));
+            let to = (from + ZERO_CHUNK_BYTES).min(limit);
+            if st.failed.is_some()
+                || seg.sealed
+                || from >= align_up(seg.size) + ZERO_AHEAD_BYTES
+                || to <= from
+            {
+                return Ok(false);
             }
-            drop(write);
-            // The blocks' allocation is made durable outside the lock; a
-            // flush writing there first makes it durable with its own sync.
-            let r = match r {
-                Ok(_) => file.fdatasync().await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = r {
-                // Not fatal: flushes preallocate instead.
-                log::warn!(
-                    "zeroing ahead in segment {base} of {}: {e}",
-                    self.dir.display()
-                );
-                return Ok(());
-            }
-            if !idle {
-                return Ok(());
-            }
+            (seg.file.clone(), seg.base, from, to)
+        };
+        self.zeroing.set(Some((base, from)));
+        let mut zeros = file.alloc_dma_buffer((to - from) as usize);
+        zeros.as_bytes_mut().fill(0);
+        let r = file.write_at(zeros, from).await;
+        self.zeroing.set(None);
+        if let Err(e) = r {
+            // Not fatal: flushes preallocate instead.
+            log::warn!(
+                "zeroing ahead in segment {base} of {}: {e}",
+                self.dir.display()
+            );
+            return Ok(false);
+        }
+        if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
+            seg.zeroed = seg.zeroed.max(to);
+            seg.allocated = seg.allocated.max(to);
+        }
+        Ok(true)
+    }
+
+    /// Waits for a piece of zeros being written in segment `base` if a
+    /// write up to `end` would reach it (the zeros must land first).
+    async fn wait_for_zeros(&self, base: i64, end: u64) {
+        if matches!(self.zeroing.get(), Some((b, from)) if b == base && align_up(end) > from) {
+            drop(self.zero_lock.acquire_permit(1).await);
         }
     }
 
@@ -584,6 +592,11 @@ impl PartitionLog {
             // and concurrent flushes seal one at a time.
             let _write = self
                 .write_lock
+                .acquire_permit(1)
+                .await
+                .expect("semaphore open");
+            let _zero = self
+                .zero_lock
                 .acquire_permit(1)
                 .await
                 .expect("semaphore open");
@@ -1162,7 +1175,7 @@ mod tests {
                 end += 4;
                 assert_eq!(log.flush().await.unwrap(), end);
                 // Idle: zeros go ahead of the end, up to the segment limit.
-                log.zero_ahead(true).await.unwrap();
+                while log.zero_ahead().await.unwrap() {}
                 let active = *log.state.borrow().segments.keys().next_back().unwrap();
                 let (size, zeroed) = {
                     let st = log.state.borrow();

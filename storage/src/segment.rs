@@ -16,6 +16,7 @@ use bytes::Bytes;
 use glommio::io::{DmaFile, OpenOptions};
 
 use crate::batch::{crc_ok, BatchHeader, BatchIter};
+use crate::chunks::Chunks;
 use crate::index::{OffsetIndex, TimeIndex, INDEX_INTERVAL_BYTES};
 use crate::producer_state::ProducerStates;
 use crate::StorageError;
@@ -330,12 +331,14 @@ impl Segment {
 
     /// Stages a batch whose base offset is already assigned. The bytes are
     /// shared, not copied, until the flush copies them into its DMA buffer.
-    pub fn append(&mut self, batch: Bytes, h: &BatchHeader) {
+    pub fn append(&mut self, batch: &Chunks, h: &BatchHeader) {
         assert_eq!(h.base_offset, self.next_offset, "offsets must be dense");
         assert!(!self.sealed, "append to a sealed segment");
         self.note_batch(h, self.size);
         self.size += batch.len() as u64;
-        self.staged.push(batch);
+        for part in batch.parts() {
+            self.staged.push(part.clone());
+        }
         debug_assert_eq!(self.staged.from + self.staged.len as u64, self.size);
     }
 

@@ -80,15 +80,17 @@ async fn each_record(
     let mut offset = from.max(p.log.log_start());
     while offset < hw {
         let read = p.read(offset, 1 << 20).await.map_err(|e| e.message)?;
+        // Batches are parsed from one piece (a scan may copy; fetches don't).
+        let records = read.records.to_bytes();
         let mut advanced = false;
-        for (pos, h) in BatchIter::new(&read.records) {
+        for (pos, h) in BatchIter::new(&records) {
             if h.last_offset() < offset {
                 continue;
             }
-            let batch = read.records.slice(pos..pos + h.total_len());
-            let records = batch_records(&batch, &h, MAX_DECOMPRESSED)
+            let batch = records.slice(pos..pos + h.total_len());
+            let rows = batch_records(&batch, &h, MAX_DECOMPRESSED)
                 .map_err(|e| format!("{}-{}: {e}", p.topic, p.index))?;
-            for r in records.iter().filter(|r| r.offset >= offset) {
+            for r in rows.iter().filter(|r| r.offset >= offset) {
                 f(r)?;
             }
             offset = h.last_offset() + 1;

@@ -8,6 +8,7 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use weir_core::shard::FetchPartition;
 use weir_core::{ErrorCode, Shard};
+use weir_storage::Chunks;
 
 use super::str;
 
@@ -17,7 +18,14 @@ pub const MAX: i16 = 16;
 /// The longest a fetch may wait, whatever the client asks.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 
-pub async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -> FetchResponse {
+/// The response, and the records of each of its partitions in the order
+/// they appear in it (the codec writes them in, shared, not copied; the
+/// response's own `records` fields are left empty).
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: FetchRequest,
+    version: i16,
+) -> (FetchResponse, Vec<Chunks>) {
     let catalog = shard.catalog();
     // (name as the response carries it, topic id, partitions; None = unknown id)
     let mut shape = Vec::new();
@@ -59,6 +67,7 @@ pub async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -> Fetch
         .into_iter()
         .map(Some)
         .collect();
+    let mut records = Vec::with_capacity(results.len());
     let responses = shape
         .into_iter()
         .map(|(topic, topic_id, idx)| {
@@ -77,6 +86,7 @@ pub async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -> Fetch
                                 .with_preferred_read_replica(BrokerId(-1))
                                 .with_records(Some(Default::default()));
                             let Some(i) = i else {
+                                records.push(Chunks::default());
                                 return base
                                     .with_error_code(ErrorCode::UnknownTopicId.code())
                                     .with_high_watermark(-1)
@@ -84,12 +94,14 @@ pub async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -> Fetch
                                     .with_log_start_offset(-1);
                             };
                             match results[i].take().expect("one result per partition") {
-                                Ok(r) => base
-                                    .with_high_watermark(r.high_watermark)
-                                    .with_last_stable_offset(r.high_watermark)
-                                    .with_log_start_offset(r.log_start)
-                                    .with_records(Some(r.records)),
+                                Ok(r) => {
+                                    records.push(r.records);
+                                    base.with_high_watermark(r.high_watermark)
+                                        .with_last_stable_offset(r.high_watermark)
+                                        .with_log_start_offset(r.log_start)
+                                }
                                 Err(e) => {
+                                    records.push(Chunks::default());
                                     if e.code != ErrorCode::OffsetOutOfRange {
                                         log::debug!("fetch {partition}: {e}");
                                     }
@@ -105,7 +117,8 @@ pub async fn handle(shard: &Rc<Shard>, req: FetchRequest, version: i16) -> Fetch
         })
         .collect();
     let _ = str;
-    FetchResponse::default()
+    let response = FetchResponse::default()
         .with_session_id(0)
-        .with_responses(responses)
+        .with_responses(responses);
+    (response, records)
 }

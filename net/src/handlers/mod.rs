@@ -6,6 +6,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use weir_core::{KafkaError, Shard};
+use weir_storage::Chunks;
 
 use crate::codec::Request;
 
@@ -102,14 +103,28 @@ pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
         .map(|&(_, min, max)| (min, max))
 }
 
+/// A response to encode.
+pub struct Reply {
+    pub body: ResponseKind,
+    /// Fetch: the records of each partition, in the order the response
+    /// lists them (written in by the codec, shared, not copied).
+    pub records: Vec<Chunks>,
+}
+
 /// Handles one request. `None`: no response is sent (acks=0 produce).
-pub async fn handle(shard: &Rc<Shard>, req: Request) -> Option<ResponseKind> {
+pub async fn handle(shard: &Rc<Shard>, req: Request) -> Option<Reply> {
     let v = req.version;
-    Some(match req.body {
+    let body = match req.body {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(r, v)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(shard, r, v).await),
         RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(shard, r, v).await?),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(shard, r, v).await),
+        RequestKind::Fetch(r) => {
+            let (body, records) = fetch::handle(shard, r, v).await;
+            return Some(Reply {
+                body: ResponseKind::Fetch(body),
+                records,
+            });
+        }
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(shard, r, v).await)
         }
@@ -177,6 +192,10 @@ pub async fn handle(shard: &Rc<Shard>, req: Request) -> Option<ResponseKind> {
             log::error!("no handler for {:?}", std::mem::discriminant(&other));
             return None;
         }
+    };
+    Some(Reply {
+        body,
+        records: Vec::new(),
     })
 }
 
