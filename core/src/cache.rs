@@ -4,6 +4,11 @@
 //! Each partition keeps its cached batches contiguous, ending at its log end;
 //! the shard keeps one FIFO of all insertions and evicts the oldest when the
 //! shard's byte limit is passed. Lives on one shard.
+//!
+//! A cached batch's body shares the memory of the request frame it came in
+//! (nothing is copied to cache it), so the frame lives until the last of its
+//! batches is evicted: the limit counts batch bytes, and the memory held is
+//! at most a request's worth more per partition.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
