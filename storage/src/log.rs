@@ -516,15 +516,16 @@ impl PartitionLog {
     ///
     /// A piece starts past every byte appended so far, so no flush that is
     /// already prepared writes there; it takes no part in the write lock
-    /// (a flush waits for it only when its own write reaches the piece) and
-    /// no sync of its own (the next flush's fdatasync makes the new extents
-    /// durable once; zeros that are lost in a crash read back as zeros).
+    /// (a flush waits for it only when its own write reaches the piece). Its
+    /// own fdatasync makes the new extents durable, so no produce's sync
+    /// has to (zeros lost in a crash read back as zeros: recovery stops
+    /// there).
     pub async fn zero_ahead(&self) -> Result<bool, StorageError> {
         if self.last_flush_bytes.get() >= ZERO_CHUNK_BYTES {
             return Ok(false);
         }
         let limit = align_up(self.config.get().segment_bytes);
-        let _zero = self
+        let zero = self
             .zero_lock
             .acquire_permit(1)
             .await
@@ -550,6 +551,13 @@ impl PartitionLog {
         zeros.as_bytes_mut().fill(0);
         let r = file.write_at(zeros, from).await;
         self.zeroing.set(None);
+        drop(zero);
+        // The new extents made durable here, not by the next flush's sync
+        // (which would then write the extent tree in a produce's path).
+        let r = match r {
+            Ok(_) => file.fdatasync().await,
+            Err(e) => Err(e),
+        };
         if let Err(e) = r {
             // Not fatal: flushes preallocate instead.
             log::warn!(
