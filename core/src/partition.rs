@@ -222,9 +222,11 @@ impl Partition {
     /// single device flush) in a task of its own: flushes never wait for
     /// it unless their write reaches the piece being zeroed.
     fn schedule_zeroing(self: &Rc<Self>) {
-        if self.zeroing.replace(true) {
+        // No task per flush when nothing is wanted (the common case).
+        if self.zeroing.get() || !self.log.wants_zeros() {
             return;
         }
+        self.zeroing.set(true);
         let p = self.clone();
         glommio::spawn_local(async move {
             while let Ok(true) = p.log.zero_ahead().await {}

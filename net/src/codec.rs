@@ -128,8 +128,10 @@ mod fetch_encoder {
     use kafka_protocol::messages::FetchResponse;
     use weir_storage::Chunks;
 
-    /// Pieces of records smaller than this are copied inline rather than
-    /// sent as chunks of their own (a batch's 61-byte header, small batches).
+    /// Pieces of records smaller than this (a batch's 61-byte header, small
+    /// batches) are copied inline rather than kept as chunks of their own:
+    /// each chunk is a reference count and an iovec, and the kernel copies
+    /// every byte into the socket either way.
     const SPLICE_MIN: usize = 16 << 10;
 
     struct Frame {
@@ -238,6 +240,7 @@ mod fetch_encoder {
                 if version >= 11 {
                     c.cur.put_i32(p.preferred_read_replica.0);
                 }
+                // The handler gives one per partition, in this order.
                 c.records(records.next().unwrap_or(&Chunks::default()));
                 c.tags();
             }

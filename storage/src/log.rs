@@ -521,30 +521,17 @@ impl PartitionLog {
     /// has to (zeros lost in a crash read back as zeros: recovery stops
     /// there).
     pub async fn zero_ahead(&self) -> Result<bool, StorageError> {
-        if self.last_flush_bytes.get() >= ZERO_CHUNK_BYTES {
+        if !self.wants_zeros() {
             return Ok(false);
         }
-        let limit = align_up(self.config.get().segment_bytes);
         let zero = self
             .zero_lock
             .acquire_permit(1)
             .await
             .expect("semaphore open");
-        let (file, base, from, to) = {
-            let st = self.state.borrow();
-            let Some(seg) = st.segments.values().next_back() else {
-                return Ok(false);
-            };
-            let from = seg.zeroed.max(align_up(seg.size));
-            let to = (from + ZERO_CHUNK_BYTES).min(limit);
-            if st.failed.is_some()
-                || seg.sealed
-                || from >= align_up(seg.size) + ZERO_AHEAD_BYTES
-                || to <= from
-            {
-                return Ok(false);
-            }
-            (seg.file.clone(), seg.base, from, to)
+        // Checked again under the lock: a seal or a failure may have come.
+        let Some((file, base, from, to)) = self.next_zero_piece() else {
+            return Ok(false);
         };
         self.zeroing.set(Some((base, from)));
         let mut zeros = file.alloc_dma_buffer((to - from) as usize);
@@ -571,6 +558,31 @@ impl PartitionLog {
             seg.allocated = seg.allocated.max(to);
         }
         Ok(true)
+    }
+
+    /// Whether a piece of zeros is wanted ahead of the log's end (checked
+    /// after each flush before a task is started for it).
+    pub fn wants_zeros(&self) -> bool {
+        self.next_zero_piece().is_some()
+    }
+
+    /// The next piece of zeros to write: the active segment's file, base
+    /// and the range, while flushes are small and the zeros reach less than
+    /// `ZERO_AHEAD_BYTES` past the end.
+    fn next_zero_piece(&self) -> Option<(Rc<glommio::io::DmaFile>, i64, u64, u64)> {
+        if self.last_flush_bytes.get() >= ZERO_CHUNK_BYTES {
+            return None;
+        }
+        let limit = align_up(self.config.get().segment_bytes);
+        let st = self.state.borrow();
+        let seg = st.segments.values().next_back()?;
+        let from = seg.zeroed.max(align_up(seg.size));
+        let to = (from + ZERO_CHUNK_BYTES).min(limit);
+        let wanted = st.failed.is_none()
+            && !seg.sealed
+            && from < align_up(seg.size) + ZERO_AHEAD_BYTES
+            && to > from;
+        wanted.then(|| (seg.file.clone(), seg.base, from, to))
     }
 
     /// Waits for a piece of zeros being written in segment `base` if a
