@@ -8,6 +8,29 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
 
+/// Client properties given on the command line as `-X key=value` (as
+/// librdkafka's own rdkafka_performance takes them), set last so they
+/// override the workload's defaults.
+#[derive(clap::Args, Clone, Default)]
+pub struct Properties {
+    /// A librdkafka property for the workload's clients, `key=value`
+    /// (repeatable); overrides the workload's own settings.
+    #[arg(short = 'X', long = "property", value_name = "KEY=VALUE")]
+    pub properties: Vec<String>,
+}
+
+impl Properties {
+    pub fn apply<'a>(&self, c: &'a mut ClientConfig) -> Result<&'a mut ClientConfig, String> {
+        for p in &self.properties {
+            let (k, v) = p
+                .split_once('=')
+                .ok_or_else(|| format!("-X {p}: expected key=value"))?;
+            c.set(k, v);
+        }
+        Ok(c)
+    }
+}
+
 /// Creates a topic; an existing one is fine.
 pub fn create_topic(brokers: &str, topic: &str, partitions: i32) -> Result<(), String> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()

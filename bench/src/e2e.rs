@@ -43,6 +43,8 @@ pub struct E2eArgs {
     pub timeline: Option<std::path::PathBuf>,
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub client: crate::client::Properties,
 }
 
 /// Nanoseconds since the run's clock started (shared by both sides).
@@ -76,13 +78,17 @@ pub fn run(a: E2eArgs) -> Result<(), String> {
     let total = a.rate * a.seconds;
 
     // The consumer starts at the current end of every partition.
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &a.brokers)
-        .set("group.id", "weir-bench-e2e")
-        .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "500")
-        .set("fetch.min.bytes", "1")
-        .set("socket.nagle.disable", "true")
+    let consumer: BaseConsumer = a
+        .client
+        .apply(
+            ClientConfig::new()
+                .set("bootstrap.servers", &a.brokers)
+                .set("group.id", "weir-bench-e2e")
+                .set("enable.auto.commit", "false")
+                .set("fetch.wait.max.ms", "500")
+                .set("fetch.min.bytes", "1")
+                .set("socket.nagle.disable", "true"),
+        )?
         .create()
         .map_err(|e| e.to_string())?;
     let mut tpl = TopicPartitionList::new();
@@ -119,11 +125,15 @@ pub fn run(a: E2eArgs) -> Result<(), String> {
     };
     // Delivery reports are served by the producer's own polling thread, so
     // each ack is timed when it arrives, not when the pacing loop wakes.
-    let producer: ThreadedProducer<AckTimes> = ClientConfig::new()
-        .set("bootstrap.servers", &a.brokers)
-        .set("acks", "all")
-        .set("linger.ms", "0")
-        .set("socket.nagle.disable", "true")
+    let producer: ThreadedProducer<AckTimes> = a
+        .client
+        .apply(
+            ClientConfig::new()
+                .set("bootstrap.servers", &a.brokers)
+                .set("acks", "all")
+                .set("linger.ms", "0")
+                .set("socket.nagle.disable", "true"),
+        )?
         .create_with_context(ctx)
         .map_err(|e| e.to_string())?;
     let mut payload = vec![0u8; a.size.max(16)];

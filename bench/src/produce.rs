@@ -47,6 +47,8 @@ pub struct ProduceArgs {
     pub json_values: bool,
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub client: crate::client::Properties,
 }
 
 /// A JSON object value of exactly `size` bytes (at least its fixed part).
@@ -85,7 +87,7 @@ impl ProducerContext for Acks {
     }
 }
 
-pub fn producer_config(a: &ProduceArgs) -> ClientConfig {
+pub fn producer_config(a: &ProduceArgs) -> Result<ClientConfig, String> {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &a.brokers)
         .set("acks", &a.acks)
@@ -94,7 +96,8 @@ pub fn producer_config(a: &ProduceArgs) -> ClientConfig {
         .set("batch.size", a.batch_bytes.to_string())
         .set("queue.buffering.max.kbytes", "1048576")
         .set("queue.buffering.max.messages", "1000000");
-    c
+    a.client.apply(&mut c)?;
+    Ok(c)
 }
 
 pub fn run(a: ProduceArgs) -> Result<(), String> {
@@ -120,7 +123,7 @@ pub fn run(a: ProduceArgs) -> Result<(), String> {
                     latency: Mutex::new(histogram()),
                     failed: Default::default(),
                 };
-                let p: BaseProducer<Acks> = producer_config(&a)
+                let p: BaseProducer<Acks> = producer_config(&a)?
                     .create_with_context(ctx)
                     .map_err(|e| e.to_string())?;
                 let mut progress = Progress::new("produce");
