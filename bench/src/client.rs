@@ -66,3 +66,25 @@ pub fn partitions(brokers: &str, topic: &str) -> Result<i32, String> {
     }
     Ok(t.partitions().len() as i32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_override_the_workload_and_refuse_a_missing_value() {
+        let mut c = ClientConfig::new();
+        c.set("fetch.queue.backoff.ms", "10");
+        let given = Properties {
+            properties: vec!["fetch.queue.backoff.ms=1000".into(), "client.id=x=y".into()],
+        };
+        given.apply(&mut c).unwrap();
+        assert_eq!(c.get("fetch.queue.backoff.ms"), Some("1000"));
+        assert_eq!(c.get("client.id"), Some("x=y"));
+        let bad = Properties {
+            properties: vec!["linger.ms".into()],
+        };
+        let e = bad.apply(&mut ClientConfig::new()).unwrap_err();
+        assert!(e.contains("-X linger.ms"), "{e}");
+    }
+}
