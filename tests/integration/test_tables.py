@@ -315,6 +315,43 @@ def test_a_raw_topic_is_a_table(node):
         ["_partition", "_offset", "_timestamp", "_key", "_value", "_headers"]
 
 
+def test_limit_without_order_reads_only_what_it_returns(node):
+    """A LIMIT with nothing that needs every row first stops each
+    partition's scan after OFFSET + LIMIT kept rows; the answer must be the
+    same slice of the full scan (partition, then offset order), with WHERE
+    applied before counting, and ORDER BY, aggregates and DISTINCT still
+    seeing every row."""
+    create_topic(node.bootstrap, "many", partitions=3)
+    p = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0})
+    for i in range(300):
+        p.produce("many", key=str(i), value=json.dumps({"i": i}), partition=i % 3)
+        if i % 50 == 0:
+            p.flush(10)  # several batches per partition
+    assert p.flush(10) == 0
+    every = rows(node, "SELECT _partition, _offset, _value FROM many")
+    assert len(every) == 300
+    assert [(r["_partition"], r["_offset"]) for r in every] == sorted((r["_partition"], r["_offset"]) for r in every)
+    for limit, offset in [(1, 0), (7, 0), (5, 98), (10, 95), (3, 299), (4, 300), (0, 0), (1000, 0)]:
+        got = rows(node, f"SELECT _partition, _offset, _value FROM many LIMIT {limit} OFFSET {offset}")
+        assert got == every[offset:offset + limit], (limit, offset)
+    even = [r for r in every if json.loads(r["_value"])["i"] % 2 == 0]
+    got = rows(node, "SELECT _partition, _offset, _value FROM many "
+                     "WHERE json_get_int(_value, 'i') % 2 = 0 LIMIT 6 OFFSET 48")
+    assert got == even[48:54]
+    assert rows(node, "SELECT count(*) AS n FROM many LIMIT 1") == [{"n": 300}]
+    assert rows(node, "SELECT _offset FROM many ORDER BY _offset DESC, _partition LIMIT 2") == \
+        [{"_offset": 99}, {"_offset": 99}]
+    assert len(rows(node, "SELECT DISTINCT _partition FROM many LIMIT 3")) == 3
+    # A keyed table: its current rows, in the order they were last written.
+    rows(node, "CREATE TABLE kv (id BIGINT PRIMARY KEY, v VARCHAR)")
+    for i in range(20):
+        p.produce("kv", key=str(i % 8), value=json.dumps({"id": i % 8, "v": f"v{i}"}))
+    assert p.flush(10) == 0
+    kv = rows(node, "SELECT id, v FROM kv")
+    assert len(kv) == 8
+    assert rows(node, "SELECT id, v FROM kv LIMIT 3 OFFSET 2") == kv[2:5]
+
+
 def test_idempotent_producer_survives_batches_that_make_no_rows(node):
     """A tombstone into an unkeyed table, or a Debezium truncate, stores
     nothing; an idempotent producer's next batch must still follow on."""

@@ -340,7 +340,7 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
                     return Err("aggregates are not allowed in WHERE".to_string().into());
                 }
             }
-            let rows = scan(shard, meta, sel.selection.clone()).await?;
+            let rows = scan(shard, meta, sel.selection.clone(), scan_cap(q, sel)?).await?;
             (cols, rows)
         }
     };
@@ -557,11 +557,36 @@ fn limits(q: &Query) -> SqlResult<(Option<usize>, usize)> {
     })
 }
 
-/// Every partition's rows that pass `filter`, read on the owning shards.
+/// How many rows each partition's scan needs to gather: with a LIMIT and
+/// nothing that needs every row first (ORDER BY, grouping, aggregates,
+/// DISTINCT), the first OFFSET + LIMIT of each partition hold every row
+/// the answer can take (rows come out in partition, then offset order), so
+/// `SELECT * FROM t LIMIT 10` reads ten rows a partition, not the table.
+fn scan_cap(q: &Query, sel: &Select) -> SqlResult<Option<usize>> {
+    let needs_all = q.order_by.is_some()
+        || sel.distinct.is_some()
+        || sel.having.is_some()
+        || !matches!(&sel.group_by, GroupByExpr::Expressions(e, _) if e.is_empty())
+        || sel.projection.iter().any(|item| match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                has_aggregate(e)
+            }
+            _ => false,
+        });
+    let (limit, offset) = limits(q)?;
+    Ok(match limit {
+        Some(l) if !needs_all => Some(offset.saturating_add(l)),
+        _ => None,
+    })
+}
+
+/// Every partition's rows that pass `filter` (the first `cap` of each, if
+/// given), read on the owning shards.
 async fn scan(
     shard: &Rc<Shard>,
     meta: TopicMeta,
     filter: Option<Expr>,
+    cap: Option<usize>,
 ) -> Result<Vec<Vec<Value>>, SqlError> {
     let items: Vec<_> = (0..meta.partitions())
         .map(|p| {
@@ -576,8 +601,8 @@ async fn scan(
     let answers = shard
         .on_partitions(
             items,
-            |_s, p, (meta, filter): (TopicMeta, Option<Expr>)| async move {
-                scan_partition(&p, &meta, filter.as_ref())
+            move |_s, p, (meta, filter): (TopicMeta, Option<Expr>)| async move {
+                scan_partition(&p, &meta, filter.as_ref(), cap)
                     .await
                     .map_err(|e| crate::error::KafkaError::new(ErrorCode::UnknownServerError, e))
             },

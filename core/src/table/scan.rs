@@ -5,6 +5,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::rc::Rc;
 
 use serde_json::Value;
@@ -70,11 +71,12 @@ fn raw_row(partition: i32, r: &Record) -> Vec<Value> {
     ]
 }
 
-/// Calls `f` on every record from `from` to the high watermark, in order.
+/// Calls `f` on every record from `from` to the high watermark, in order,
+/// until `f` says to stop.
 async fn each_record(
     p: &Partition,
     from: i64,
-    f: &mut dyn FnMut(&Record) -> Result<(), String>,
+    f: &mut dyn FnMut(&Record) -> Result<ControlFlow<()>, String>,
 ) -> Result<i64, String> {
     let hw = p.log.high_watermark();
     let mut offset = from.max(p.log.log_start());
@@ -91,7 +93,9 @@ async fn each_record(
             let rows = batch_records(&batch, &h, MAX_DECOMPRESSED)
                 .map_err(|e| format!("{}-{}: {e}", p.topic, p.index))?;
             for r in rows.iter().filter(|r| r.offset >= offset) {
-                f(r)?;
+                if f(r)?.is_break() {
+                    return Ok(r.offset + 1);
+                }
             }
             offset = h.last_offset() + 1;
             advanced = true;
@@ -106,45 +110,42 @@ async fn each_record(
     Ok(offset)
 }
 
-/// The rows of one partition that pass `filter`.
+/// The rows of one partition that pass `filter`, in offset order: all of
+/// them, or the first `cap` (the scan stops reading there).
 pub async fn scan_partition(
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
+    cap: Option<usize>,
 ) -> Result<Vec<Vec<Value>>, String> {
     let cols = Columns(columns(meta));
     let eval = Eval { cols: &cols };
+    let cap = cap.unwrap_or(usize::MAX);
     let mut out = Vec::new();
-    let keep = |row: Vec<Value>, out: &mut Vec<Vec<Value>>| -> Result<(), String> {
+    if cap == 0 {
+        return Ok(out);
+    }
+    // Rows are filtered as they are read, so only the kept ones are held.
+    let mut keep = |row: Vec<Value>| -> Result<ControlFlow<()>, String> {
         if filter.map_or(Ok(true), |f| eval.passes(f, &row))? {
             out.push(row);
         }
-        Ok(())
+        Ok(if out.len() >= cap {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
     };
     match &meta.schema {
         None => {
-            let mut rows = Vec::new();
-            each_record(p, 0, &mut |r| {
-                rows.push(raw_row(p.index, r));
-                Ok(())
-            })
-            .await?;
-            for r in rows {
-                keep(r, &mut out)?;
-            }
+            each_record(p, 0, &mut |r| keep(raw_row(p.index, r))).await?;
         }
         Some(schema) if !schema.is_keyed() => {
-            let mut rows = Vec::new();
-            each_record(p, 0, &mut |r| {
-                if let Some(v) = &r.value {
-                    rows.push(typed_row(schema, v));
-                }
-                Ok(())
+            each_record(p, 0, &mut |r| match &r.value {
+                Some(v) => keep(typed_row(schema, v)),
+                None => Ok(ControlFlow::Continue(())),
             })
             .await?;
-            for r in rows {
-                keep(r, &mut out)?;
-            }
         }
         Some(schema) => {
             refresh_keyed(p, schema).await?;
@@ -152,7 +153,9 @@ pub async fn scan_partition(
             let mut rows: Vec<&(i64, Vec<Value>)> = state.rows.values().collect();
             rows.sort_by_key(|(offset, _)| *offset);
             for (_, r) in rows {
-                keep(r.clone(), &mut out)?;
+                if keep(r.clone())?.is_break() {
+                    break;
+                }
             }
         }
     }
@@ -179,7 +182,7 @@ async fn refresh_keyed(p: &Partition, schema: &TableSchema) -> Result<(), String
         let mut st = keyed.borrow_mut();
         // A concurrent scan may have applied this record already.
         if r.offset < st.upto {
-            return Ok(());
+            return Ok(ControlFlow::Continue(()));
         }
         if let Some(k) = &r.key {
             match &r.value {
@@ -192,7 +195,7 @@ async fn refresh_keyed(p: &Partition, schema: &TableSchema) -> Result<(), String
             }
         }
         st.upto = r.offset + 1;
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     })
     .await?;
     Ok(())
