@@ -129,6 +129,16 @@ pub fn check_columns(e: &Expr, cols: &Columns) -> SqlResult<()> {
     err
 }
 
+/// Marks in `used` the input columns `e` refers to (names that are not
+/// columns, such as output aliases in ORDER BY, are skipped).
+pub fn mark_columns(e: &Expr, cols: &Columns, used: &mut [bool]) {
+    visit(e, &mut |x| {
+        if let Some(i) = column_name(x).and_then(|n| cols.index(&n).ok()) {
+            used[i] = true;
+        }
+    });
+}
+
 /// The column an identifier expression names (the last part of `t.c`).
 /// A keyword the parser read as a function without parentheses (`user`,
 /// `current_date`) names a column too.

@@ -22,10 +22,11 @@ use crate::catalog::TopicMeta;
 use crate::error::ErrorCode;
 use crate::shard::{NewTopic, Shard};
 use crate::table::row::{convert, object_bytes};
-use crate::table::scan::{columns, scan_partition};
+use crate::table::scan::{columns, scan_partition, ScanShape};
 use crate::table::schema::{Column, ColumnType, TableSchema};
 use eval::{
-    check_columns, column_name, has_aggregate, literal, sort_order, Columns, Eval, Scope, SqlResult,
+    check_columns, column_name, has_aggregate, literal, mark_columns, sort_order, Columns, Eval,
+    Scope, SqlResult,
 };
 
 /// Why a statement failed: the statement (400) or the node (500).
@@ -340,7 +341,11 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
                     return Err("aggregates are not allowed in WHERE".to_string().into());
                 }
             }
-            let rows = scan(shard, meta, sel.selection.clone(), scan_cap(q, sel)?).await?;
+            let shape = ScanShape {
+                cap: scan_cap(q, sel)?,
+                used: used_columns(q, sel, &cols),
+            };
+            let rows = scan(shard, meta, sel.selection.clone(), shape).await?;
             (cols, rows)
         }
     };
@@ -580,13 +585,46 @@ fn scan_cap(q: &Query, sel: &Select) -> SqlResult<Option<usize>> {
     })
 }
 
-/// Every partition's rows that pass `filter` (the first `cap` of each, if
-/// given), read on the owning shards.
+/// The input columns a SELECT refers to anywhere (`None`: all, for `*`):
+/// the scan fills only these and leaves the others null, so `SELECT
+/// count(*)` over a raw topic holds no copy of its values.
+fn used_columns(q: &Query, sel: &Select, cols: &Columns) -> Option<Vec<bool>> {
+    let mut used = vec![false; cols.0.len()];
+    for item in &sel.projection {
+        match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                mark_columns(e, cols, &mut used)
+            }
+            _ => return None, // a wildcard
+        }
+    }
+    let group_by = match &sel.group_by {
+        GroupByExpr::Expressions(e, _) => e.as_slice(),
+        GroupByExpr::All(_) => &[],
+    };
+    let order_by = match q.order_by.as_ref().map(|o| &o.kind) {
+        Some(OrderByKind::Expressions(list)) => list.iter().map(|o| &o.expr).collect(),
+        _ => Vec::new(),
+    };
+    for e in sel
+        .selection
+        .iter()
+        .chain(sel.having.iter())
+        .chain(group_by)
+        .chain(order_by)
+    {
+        mark_columns(e, cols, &mut used);
+    }
+    Some(used)
+}
+
+/// Every partition's rows that pass `filter`, with the columns and at most
+/// the rows `shape` says, read on the owning shards.
 async fn scan(
     shard: &Rc<Shard>,
     meta: TopicMeta,
     filter: Option<Expr>,
-    cap: Option<usize>,
+    shape: ScanShape,
 ) -> Result<Vec<Vec<Value>>, SqlError> {
     let items: Vec<_> = (0..meta.partitions())
         .map(|p| {
@@ -594,15 +632,15 @@ async fn scan(
                 p as usize,
                 meta.name.clone(),
                 p,
-                (meta.clone(), filter.clone()),
+                (meta.clone(), filter.clone(), shape.clone()),
             )
         })
         .collect();
     let answers = shard
         .on_partitions(
             items,
-            move |_s, p, (meta, filter): (TopicMeta, Option<Expr>)| async move {
-                scan_partition(&p, &meta, filter.as_ref(), cap)
+            |_s, p, (meta, filter, shape): (TopicMeta, Option<Expr>, ScanShape)| async move {
+                scan_partition(&p, &meta, filter.as_ref(), &shape)
                     .await
                     .map_err(|e| crate::error::KafkaError::new(ErrorCode::UnknownServerError, e))
             },

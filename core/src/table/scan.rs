@@ -28,6 +28,31 @@ pub struct KeyedRows {
     rows: HashMap<Vec<u8>, (i64, Vec<Value>)>,
 }
 
+/// What a scan gathers from each partition: the first `cap` rows that pass
+/// its filter (all without one), with only the `used` columns filled (all
+/// without a mask; the others are null).
+#[derive(Clone, Debug, Default)]
+pub struct ScanShape {
+    pub cap: Option<usize>,
+    pub used: Option<Vec<bool>>,
+}
+
+impl ScanShape {
+    fn uses(&self, column: usize) -> bool {
+        self.used.as_ref().is_none_or(|u| u[column])
+    }
+
+    /// `row` with the unused columns nulled.
+    fn trim(&self, mut row: Vec<Value>) -> Vec<Value> {
+        for (i, v) in row.iter_mut().enumerate() {
+            if !self.uses(i) {
+                *v = Value::Null;
+            }
+        }
+        row
+    }
+}
+
 /// The columns of a table, in order.
 pub fn columns(meta: &TopicMeta) -> Vec<String> {
     match &meta.schema {
@@ -55,19 +80,24 @@ fn text(b: &Option<bytes::Bytes>) -> Value {
     })
 }
 
-fn raw_row(partition: i32, r: &Record) -> Vec<Value> {
-    let headers: serde_json::Map<String, Value> = r
-        .headers
-        .iter()
-        .map(|(k, v)| (k.clone(), text(v)))
-        .collect();
+/// A raw record as a row, building only the columns `shape` uses.
+fn raw_row(partition: i32, r: &Record, shape: &ScanShape) -> Vec<Value> {
+    let column =
+        |i: usize, make: &dyn Fn() -> Value| if shape.uses(i) { make() } else { Value::Null };
     vec![
-        Value::from(partition),
-        Value::from(r.offset),
-        Value::String(format_timestamp(r.timestamp)),
-        text(&r.key),
-        text(&r.value),
-        Value::Object(headers),
+        column(0, &|| Value::from(partition)),
+        column(1, &|| Value::from(r.offset)),
+        column(2, &|| Value::String(format_timestamp(r.timestamp))),
+        column(3, &|| text(&r.key)),
+        column(4, &|| text(&r.value)),
+        column(5, &|| {
+            Value::Object(
+                r.headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), text(v)))
+                    .collect(),
+            )
+        }),
     ]
 }
 
@@ -111,16 +141,17 @@ async fn each_record(
 }
 
 /// The rows of one partition that pass `filter`, in offset order: all of
-/// them, or the first `cap` (the scan stops reading there).
+/// them, or the first `shape.cap` (the scan stops reading there), with the
+/// columns `shape` uses (the filter must use only those).
 pub async fn scan_partition(
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
-    cap: Option<usize>,
+    shape: &ScanShape,
 ) -> Result<Vec<Vec<Value>>, String> {
     let cols = Columns(columns(meta));
     let eval = Eval { cols: &cols };
-    let cap = cap.unwrap_or(usize::MAX);
+    let cap = shape.cap.unwrap_or(usize::MAX);
     let mut out = Vec::new();
     if cap == 0 {
         return Ok(out);
@@ -138,11 +169,11 @@ pub async fn scan_partition(
     };
     match &meta.schema {
         None => {
-            each_record(p, 0, &mut |r| keep(raw_row(p.index, r))).await?;
+            each_record(p, 0, &mut |r| keep(raw_row(p.index, r, shape))).await?;
         }
         Some(schema) if !schema.is_keyed() => {
             each_record(p, 0, &mut |r| match &r.value {
-                Some(v) => keep(typed_row(schema, v)),
+                Some(v) => keep(shape.trim(typed_row(schema, v))),
                 None => Ok(ControlFlow::Continue(())),
             })
             .await?;
@@ -153,7 +184,7 @@ pub async fn scan_partition(
             let mut rows: Vec<&(i64, Vec<Value>)> = state.rows.values().collect();
             rows.sort_by_key(|(offset, _)| *offset);
             for (_, r) in rows {
-                if keep(r.clone())?.is_break() {
+                if keep(shape.trim(r.clone()))?.is_break() {
                     break;
                 }
             }
