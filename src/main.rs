@@ -87,6 +87,10 @@ struct ServeArgs {
     /// Bytes of recent batches each shard caches for tail reads.
     #[arg(long, default_value_t = 256 << 20)]
     cache_bytes_per_shard: usize,
+    /// Bytes of rows one SQL SELECT may gather from a table (estimated),
+    /// split between its partitions; past it the statement is refused.
+    #[arg(long, default_value_t = 1 << 30)]
+    sql_max_scan_bytes: usize,
     /// Microseconds an idle shard spins before parking (0: park at once).
     /// Spinning saves the wake-up cost under load but takes CPU from
     /// clients on the same machine; measured worse on 2 shared cores.
@@ -173,6 +177,7 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.max_request_bytes = args.max_request_bytes;
     cfg.max_connections = args.max_connections.max(1);
     cfg.cache_bytes_per_shard = args.cache_bytes_per_shard;
+    cfg.sql_max_scan_bytes = args.sql_max_scan_bytes;
     cfg.spin_before_park = Duration::from_micros(args.spin_before_park_us);
     cfg.retention_check_interval = Duration::from_millis(args.retention_check_ms.max(100));
     cfg.groups.min_session_timeout = Duration::from_millis(args.group_min_session_timeout_ms);

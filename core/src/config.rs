@@ -30,6 +30,10 @@ pub struct NodeConfig {
     pub max_in_flight_per_connection: usize,
     /// Bytes of recent batches each shard keeps for tail fetches.
     pub cache_bytes_per_shard: usize,
+    /// Bytes of rows one SELECT may gather from a table (an estimate: text
+    /// lengths plus a fixed cost per value), split evenly between its
+    /// partitions; past it the statement fails saying so.
+    pub sql_max_scan_bytes: usize,
     /// Capacity of each cross-shard channel (messages).
     pub mesh_capacity: usize,
     /// Flushes a partition keeps in flight: their writes go one after
@@ -117,6 +121,7 @@ impl NodeConfig {
             max_connections: 10_000,
             max_in_flight_per_connection: 64,
             cache_bytes_per_shard: 256 << 20,
+            sql_max_scan_bytes: 1 << 30,
             mesh_capacity: 1024,
             flushes_in_flight: 2,
             retention_check_interval: Duration::from_secs(30),

@@ -363,6 +363,25 @@ def test_scans_read_only_what_the_statement_needs(node):
     assert rows(node, "SELECT id, v FROM kv LIMIT 3 OFFSET 2") == kv[2:5]
 
 
+def test_a_select_past_the_scan_limit_is_refused_and_the_node_serves_on(make_node):
+    """--sql-max-scan-bytes bounds what one SELECT gathers: a statement that
+    would hold more is refused with a 400 naming the limit; narrower ones
+    (fewer columns, a LIMIT, an aggregate) still answer."""
+    node = make_node(extra=["--sql-max-scan-bytes", "400000"])
+    create_topic(node.bootstrap, "wide", partitions=2)
+    p = Producer({"bootstrap.servers": node.bootstrap})
+    for i in range(1000):
+        p.produce("wide", value=json.dumps({"i": i, "pad": "x" * 1000}), partition=i % 2)
+    assert p.flush(10) == 0
+    status, body = sql(node, "SELECT * FROM wide")
+    assert status == 400 and "--sql-max-scan-bytes" in body["error"] and "200000" in body["error"], body
+    assert rows(node, "SELECT count(*) AS n FROM wide") == [{"n": 1000}]
+    assert len(rows(node, "SELECT _offset FROM wide")) == 1000
+    assert len(rows(node, "SELECT * FROM wide LIMIT 20")) == 20
+    assert rows(node, "SELECT json_get_int(_value, 'i') AS i FROM wide WHERE _partition = 1 AND _offset = 3") == \
+        [{"i": 7}]
+
+
 def test_idempotent_producer_survives_batches_that_make_no_rows(node):
     """A tombstone into an unkeyed table, or a Debezium truncate, stores
     nothing; an idempotent producer's next batch must still follow on."""

@@ -344,6 +344,7 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
             let shape = ScanShape {
                 cap: scan_cap(q, sel)?,
                 used: used_columns(q, sel, &cols),
+                max_bytes: shard.config.sql_max_scan_bytes / meta.partitions().max(1) as usize,
             };
             let rows = scan(shard, meta, sel.selection.clone(), shape).await?;
             (cols, rows)

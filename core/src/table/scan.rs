@@ -30,11 +30,26 @@ pub struct KeyedRows {
 
 /// What a scan gathers from each partition: the first `cap` rows that pass
 /// its filter (all without one), with only the `used` columns filled (all
-/// without a mask; the others are null).
-#[derive(Clone, Debug, Default)]
+/// without a mask; the others are null), and no more than `max_bytes` of
+/// them (as `row_bytes` counts).
+#[derive(Clone, Debug)]
 pub struct ScanShape {
     pub cap: Option<usize>,
     pub used: Option<Vec<bool>>,
+    pub max_bytes: usize,
+}
+
+/// Roughly the memory a row holds: a fixed cost per value plus its text.
+fn row_bytes(row: &[Value]) -> usize {
+    fn value_bytes(v: &Value) -> usize {
+        32 + match v {
+            Value::String(s) => s.len(),
+            Value::Array(a) => a.iter().map(value_bytes).sum(),
+            Value::Object(o) => o.iter().map(|(k, v)| k.len() + value_bytes(v)).sum(),
+            _ => 0,
+        }
+    }
+    24 + row.iter().map(value_bytes).sum::<usize>()
 }
 
 impl ScanShape {
@@ -156,9 +171,19 @@ pub async fn scan_partition(
     if cap == 0 {
         return Ok(out);
     }
+    let mut held = 0usize;
     // Rows are filtered as they are read, so only the kept ones are held.
     let mut keep = |row: Vec<Value>| -> Result<ControlFlow<()>, String> {
         if filter.map_or(Ok(true), |f| eval.passes(f, &row))? {
+            held += row_bytes(&row);
+            if held > shape.max_bytes {
+                return Err(format!(
+                    "{}-{}: the rows this statement gathers pass {} bytes, this \
+                     partition's share of the node's limit (--sql-max-scan-bytes); \
+                     narrow it with WHERE or LIMIT, or name fewer columns",
+                    p.topic, p.index, shape.max_bytes
+                ));
+            }
             out.push(row);
         }
         Ok(if out.len() >= cap {
