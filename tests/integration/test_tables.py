@@ -365,21 +365,58 @@ def test_scans_read_only_what_the_statement_needs(node):
 
 def test_a_select_past_the_scan_limit_is_refused_and_the_node_serves_on(make_node):
     """--sql-max-scan-bytes bounds what one SELECT gathers: a statement that
-    would hold more is refused with a 400 naming the limit; narrower ones
-    (fewer columns, a LIMIT, an aggregate) still answer."""
-    node = make_node(extra=["--sql-max-scan-bytes", "400000"])
+    would hold more rows is refused with a 400 naming the limit; a LIMIT
+    that fits still answers, and aggregates, folded as the rows are read,
+    answer over any number of rows."""
+    node = make_node(extra=["--sql-max-scan-bytes", "100000"])
     create_topic(node.bootstrap, "wide", partitions=2)
     p = Producer({"bootstrap.servers": node.bootstrap})
     for i in range(1000):
         p.produce("wide", value=json.dumps({"i": i, "pad": "x" * 1000}), partition=i % 2)
     assert p.flush(10) == 0
-    status, body = sql(node, "SELECT * FROM wide")
-    assert status == 400 and "--sql-max-scan-bytes" in body["error"] and "200000" in body["error"], body
-    assert rows(node, "SELECT count(*) AS n FROM wide") == [{"n": 1000}]
-    assert len(rows(node, "SELECT _offset FROM wide")) == 1000
+    for too_wide in ("SELECT * FROM wide", "SELECT _offset FROM wide"):
+        status, body = sql(node, too_wide)
+        assert status == 400 and "--sql-max-scan-bytes" in body["error"] and "50000" in body["error"], body
+    assert rows(node, "SELECT count(*) AS n, sum(json_get_int(_value, 'i')) AS total FROM wide") == \
+        [{"n": 1000, "total": 499500}]
+    assert rows(node, "SELECT _partition AS p, count(*) AS n FROM wide GROUP BY _partition ORDER BY p") == \
+        [{"p": 0, "n": 500}, {"p": 1, "n": 500}]
     assert len(rows(node, "SELECT * FROM wide LIMIT 20")) == 20
     assert rows(node, "SELECT json_get_int(_value, 'i') AS i FROM wide WHERE _partition = 1 AND _offset = 3") == \
         [{"i": 7}]
+
+
+def test_groups_merge_across_partitions(node):
+    """Each partition folds its own rows into groups; the merged answer is
+    the one a single pass over all rows in partition order gives: the same
+    groups and first rows, counts and sums added, an integer sum that
+    overflows turning to a float, MIN/MAX across partitions, and a
+    non-number refused."""
+    create_topic(node.bootstrap, "spread", partitions=3)
+    p = Producer({"bootstrap.servers": node.bootstrap})
+    big = 9223372036854775807
+    records = [(0, "a", {"n": 1, "s": "x"}), (1, "b", {"n": 2, "s": "y"}), (2, "a", {"n": 3, "s": "z"}),
+               (1, "a", {"n": None, "s": "w"}), (2, "c", {"n": big, "s": "v"}), (0, "c", {"n": 5, "s": "u"})]
+    for partition, key, value in records:
+        p.produce("spread", key=key, value=json.dumps(value), partition=partition)
+    assert p.flush(10) == 0
+    n = "json_get_int(_value, 'n')"
+    got = rows(node, f"SELECT _key AS k, count(*) AS c, count({n}) AS cn, sum({n}) AS s, min({n}) AS lo, "
+                     f"max(json_get_str(_value, 's')) AS hi, avg({n}) AS mean FROM spread GROUP BY _key")
+    # Groups in order of first appearance: partition 0 (a, c), then b.
+    assert got == [
+        {"k": "a", "c": 3, "cn": 2, "s": 4, "lo": 1, "hi": "z", "mean": 2.0},
+        {"k": "c", "c": 2, "cn": 2, "s": float(big + 5), "lo": 5, "hi": "v", "mean": (big + 5) / 2},
+        {"k": "b", "c": 1, "cn": 1, "s": 2, "lo": 2, "hi": "y", "mean": 2.0},
+    ]
+    assert rows(node, f"SELECT _key AS k FROM spread GROUP BY _key HAVING sum({n}) > 3 AND count(*) > 2") == \
+        [{"k": "a"}]
+    assert rows(node, "SELECT _key AS k, count(*) AS c FROM spread GROUP BY _key ORDER BY count(*) DESC, k") == \
+        [{"k": "a", "c": 3}, {"k": "c", "c": 2}, {"k": "b", "c": 1}]
+    assert rows(node, "SELECT count(*) AS n, max(_offset) AS top FROM spread WHERE _key = 'none'") == \
+        [{"n": 0, "top": None}]
+    status, body = sql(node, "SELECT sum(json_get_str(_value, 's')) FROM spread")
+    assert status == 400 and "non-number" in body["error"], body
 
 
 def test_idempotent_producer_survives_batches_that_make_no_rows(node):

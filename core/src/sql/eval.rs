@@ -182,7 +182,7 @@ pub fn as_f64(v: &Value) -> Option<f64> {
     }
 }
 
-fn as_i64(v: &Value) -> Option<i64> {
+pub fn as_i64(v: &Value) -> Option<i64> {
     match v {
         Value::Number(n) => n.as_i64(),
         _ => None,
@@ -198,7 +198,7 @@ pub fn as_text(v: &Value) -> Option<String> {
     }
 }
 
-fn float(f: f64) -> Value {
+pub fn float(f: f64) -> Value {
     serde_json::Number::from_f64(f)
         .map(Value::Number)
         .unwrap_or(Value::Null)
@@ -304,10 +304,10 @@ fn json_field(v: &Value, key: &Value) -> Option<Value> {
 }
 
 /// Where rows come from while evaluating: one row, or (for aggregates) a
-/// group of rows.
+/// folded group of rows.
 pub enum Scope<'a> {
     Row(&'a [Value]),
-    Group(&'a [&'a [Value]]),
+    Group(&'a super::fold::Folded),
 }
 
 pub struct Eval<'a> {
@@ -329,7 +329,7 @@ impl Eval<'_> {
                     Scope::Row(r) => Ok(r[i].clone()),
                     // A plain column in a grouped query: its value in the
                     // group (the same for every row when grouped by it).
-                    Scope::Group(rows) => Ok(rows.first().map_or(Value::Null, |r| r[i].clone())),
+                    Scope::Group(g) => Ok(g.first.as_ref().map_or(Value::Null, |r| r[i].clone())),
                 }
             }
             Expr::Value(v) => literal(&v.value),
@@ -484,10 +484,10 @@ impl Eval<'_> {
         let name = function_name(f);
         let args = args(f);
         if is_aggregate(f) {
-            let Scope::Group(rows) = scope else {
+            let Scope::Group(g) = scope else {
                 return Err(format!("{name}() is an aggregate: it cannot be used here"));
             };
-            return self.aggregate(&name, &args, rows);
+            return g.aggregate(f);
         }
         let vals: Vec<Value> = args
             .iter()
@@ -553,70 +553,6 @@ impl Eval<'_> {
                 .unwrap_or(Value::Null)),
             other => Err(format!("unknown function {other}()")),
         }
-    }
-
-    fn aggregate(&self, name: &str, args: &[Option<&Expr>], rows: &[&[Value]]) -> SqlResult<Value> {
-        if args.len() != 1 {
-            return Err(format!("{name}() takes one argument"));
-        }
-        let Some(arg) = args[0] else {
-            return if name == "count" {
-                Ok(Value::from(rows.len() as i64))
-            } else {
-                Err(format!("{name}(*) is not allowed"))
-            };
-        };
-        let mut vals = Vec::with_capacity(rows.len());
-        for r in rows {
-            let v = self.eval(arg, &Scope::Row(r))?;
-            if !v.is_null() {
-                vals.push(v);
-            }
-        }
-        Ok(match name {
-            "count" => Value::from(vals.len() as i64),
-            "min" | "max" => {
-                let pick = if name == "min" {
-                    Ordering::Less
-                } else {
-                    Ordering::Greater
-                };
-                let mut best: Option<Value> = None;
-                for v in vals {
-                    match &best {
-                        Some(b) if compare(&v, b) != Some(pick) => {}
-                        _ => best = Some(v),
-                    }
-                }
-                best.unwrap_or(Value::Null)
-            }
-            "sum" | "avg" => {
-                if vals.is_empty() {
-                    return Ok(Value::Null);
-                }
-                let ints: Option<Vec<i64>> = vals.iter().map(as_i64).collect();
-                match (name, ints) {
-                    ("sum", Some(is)) => is
-                        .iter()
-                        .try_fold(0i64, |a, b| a.checked_add(*b))
-                        .map(Value::from)
-                        .unwrap_or_else(|| float(is.iter().map(|i| *i as f64).sum())),
-                    _ => {
-                        let fs: Vec<f64> = vals
-                            .iter()
-                            .map(|v| as_f64(v).ok_or_else(|| format!("{name}() of non-number {v}")))
-                            .collect::<SqlResult<_>>()?;
-                        let total: f64 = fs.iter().sum();
-                        float(if name == "avg" {
-                            total / fs.len() as f64
-                        } else {
-                            total
-                        })
-                    }
-                }
-            }
-            _ => unreachable!("an aggregate"),
-        })
     }
 
     /// Whether a row passes a WHERE clause (NULL does not).

@@ -1,10 +1,11 @@
 //! SQL over the node's tables (`POST /sql`): CREATE TABLE, DROP TABLE,
 //! SHOW TABLES, DESCRIBE and SELECT. Statements are parsed by sqlparser;
-//! a SELECT's scan and WHERE run on the shards that own the table's
-//! partitions, and grouping, ordering and limits on the shard that took the
-//! request.
+//! a SELECT's scan, WHERE and grouping run on the shards that own the
+//! table's partitions, and merging, ordering and limits on the shard that
+//! took the request.
 
 pub mod eval;
+pub mod fold;
 
 use std::cmp::Ordering;
 use std::rc::Rc;
@@ -22,12 +23,13 @@ use crate::catalog::TopicMeta;
 use crate::error::ErrorCode;
 use crate::shard::{NewTopic, Shard};
 use crate::table::row::{convert, object_bytes};
-use crate::table::scan::{columns, scan_partition, ScanShape};
+use crate::table::scan::{columns, fold_partition, scan_partition, ScanShape};
 use crate::table::schema::{Column, ColumnType, TableSchema};
 use eval::{
     check_columns, column_name, has_aggregate, literal, mark_columns, sort_order, Columns, Eval,
     Scope, SqlResult,
 };
+use fold::{Folded, Groups, Plan};
 
 /// Why a statement failed: the statement (400) or the node (500).
 #[derive(Debug, Clone, PartialEq)]
@@ -320,10 +322,9 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
             .to_string()
             .into());
     }
-    // The rows: a table's (scanned where its partitions live, filtered
-    // there), or one empty row for a SELECT without FROM.
-    let (cols, rows) = match sel.from.first() {
-        None => (Columns(Vec::new()), vec![Vec::new()]),
+    // The table read (none for a SELECT without FROM) and its columns.
+    let table = match sel.from.first() {
+        None => None,
         Some(f) => {
             let TableFactor::Table { name, .. } = &f.relation else {
                 return Err(format!("unsupported FROM: {}", f.relation).into());
@@ -334,43 +335,17 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
                 .topic(&name)
                 .ok_or_else(|| format!("no table {name}"))?
                 .clone();
-            let cols = Columns(columns(&meta));
-            if let Some(w) = &sel.selection {
-                check_columns(w, &cols)?;
-                if has_aggregate(w) {
-                    return Err("aggregates are not allowed in WHERE".to_string().into());
-                }
-            }
-            let shape = ScanShape {
-                cap: scan_cap(q, sel)?,
-                used: used_columns(q, sel, &cols),
-                max_bytes: shard.config.sql_max_scan_bytes / meta.partitions().max(1) as usize,
-            };
-            let rows = scan(shard, meta, sel.selection.clone(), shape).await?;
-            (cols, rows)
+            Some(meta)
         }
     };
+    let cols = Columns(table.as_ref().map(columns).unwrap_or_default());
     let eval = Eval { cols: &cols };
-    if sel.from.is_empty() {
-        if let Some(w) = &sel.selection {
-            check_columns(w, &cols)?;
+    if let Some(w) = &sel.selection {
+        check_columns(w, &cols)?;
+        if has_aggregate(w) {
+            return Err("aggregates are not allowed in WHERE".to_string().into());
         }
     }
-    let rows: Vec<Vec<Value>> = if sel.from.is_empty() {
-        let mut kept = Vec::new();
-        for r in rows {
-            if sel
-                .selection
-                .as_ref()
-                .map_or(Ok(true), |w| eval.passes(w, &r))?
-            {
-                kept.push(r);
-            }
-        }
-        kept
-    } else {
-        rows
-    };
 
     // The output columns.
     let mut items: Vec<(String, Expr)> = Vec::new();
@@ -398,8 +373,65 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
     for g in &group_by {
         check_columns(g, &cols)?;
     }
+    if let Some(h) = &sel.having {
+        check_columns(h, &cols)?;
+    }
     let grouped =
         !group_by.is_empty() || items.iter().any(|(_, e)| has_aggregate(e)) || sel.having.is_some();
+    // A grouped query is folded as its rows are read (`fold`).
+    let plan = if grouped {
+        let order_exprs: Vec<&Expr> = match q.order_by.as_ref().map(|o| &o.kind) {
+            Some(OrderByKind::Expressions(list)) => list.iter().map(|o| &o.expr).collect(),
+            _ => Vec::new(),
+        };
+        Some(Plan {
+            aggregates: fold::aggregates(
+                items
+                    .iter()
+                    .map(|(_, e)| e)
+                    .chain(sel.having.iter())
+                    .chain(order_exprs),
+            )?,
+            group_by: group_by.clone(),
+        })
+    } else {
+        None
+    };
+
+    // The input: a table's rows or groups (read where its partitions live,
+    // filtered there), or one empty row for a SELECT without FROM.
+    let input = match table {
+        Some(meta) => {
+            let shape = ScanShape {
+                cap: scan_cap(q, sel)?,
+                used: used_columns(q, sel, &cols),
+                max_bytes: shard.config.sql_max_scan_bytes / meta.partitions().max(1) as usize,
+            };
+            match &plan {
+                Some(plan) => Input::Groups(
+                    fold_scan(shard, meta, sel.selection.clone(), shape, plan.clone()).await?,
+                ),
+                None => Input::Rows(scan(shard, meta, sel.selection.clone(), shape).await?),
+            }
+        }
+        None => {
+            let passes = match &sel.selection {
+                Some(w) => eval.passes(w, &[])?,
+                None => true,
+            };
+            let rows: Vec<Vec<Value>> = if passes { vec![Vec::new()] } else { Vec::new() };
+            match &plan {
+                Some(plan) => {
+                    let mut groups = Groups::default();
+                    for r in rows {
+                        groups.add(&eval, plan, r)?;
+                    }
+                    Input::Groups(groups.finish(plan))
+                }
+                None => Input::Rows(rows),
+            }
+        }
+    };
 
     // Each output row with what its ORDER BY keys are evaluated against.
     let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
@@ -440,38 +472,12 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
         check_columns(e, &cols)?;
         eval.eval(e, scope)
     };
-    // What each output row is evaluated over: a group of rows (grouped
+    // What each output row is evaluated over: a folded group (grouped
     // queries: GROUP BY, aggregates or HAVING) or one row.
-    let mut groups: Vec<Vec<&[Value]>> = Vec::new();
-    if grouped {
-        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-        for r in &rows {
-            let key: Vec<Value> = group_by
-                .iter()
-                .map(|g| eval.eval(g, &Scope::Row(r)))
-                .collect::<SqlResult<_>>()?;
-            let text = serde_json::to_string(&key).expect("values serialise");
-            match index.get(&text) {
-                Some(&i) => groups[i].push(r),
-                None => {
-                    index.insert(text, groups.len());
-                    groups.push(vec![r]);
-                }
-            }
-        }
-        if groups.is_empty() && group_by.is_empty() {
-            // An aggregate over no rows still answers one row (COUNT(*) 0).
-            groups.push(Vec::new());
-        }
-    }
-    let scopes: Vec<Scope> = if grouped {
-        groups.iter().map(|members| Scope::Group(members)).collect()
-    } else {
-        rows.iter().map(|r| Scope::Row(r)).collect()
+    let scopes: Vec<Scope> = match &input {
+        Input::Rows(rows) => rows.iter().map(|r| Scope::Row(r)).collect(),
+        Input::Groups(groups) => groups.iter().map(Scope::Group).collect(),
     };
-    if let Some(h) = &sel.having {
-        check_columns(h, &cols)?;
-    }
     for scope in &scopes {
         if let (Some(h), Scope::Group(_)) = (&sel.having, scope) {
             if eval.eval(h, scope)? != Value::Bool(true) {
@@ -586,6 +592,49 @@ fn scan_cap(q: &Query, sel: &Select) -> SqlResult<Option<usize>> {
     })
 }
 
+/// What a SELECT evaluates its output over.
+enum Input {
+    Rows(Vec<Vec<Value>>),
+    Groups(Vec<Folded>),
+}
+
+/// Every partition's rows that pass `filter`, folded into groups on the
+/// owning shards, then merged in partition order.
+async fn fold_scan(
+    shard: &Rc<Shard>,
+    meta: TopicMeta,
+    filter: Option<Expr>,
+    shape: ScanShape,
+    plan: Plan,
+) -> Result<Vec<Folded>, SqlError> {
+    let items: Vec<_> = (0..meta.partitions())
+        .map(|p| {
+            let arg = (meta.clone(), filter.clone(), shape.clone(), plan.clone());
+            (p as usize, meta.name.clone(), p, arg)
+        })
+        .collect();
+    let answers = shard
+        .on_partitions(
+            items,
+            |_s, p, (meta, filter, shape, plan): (TopicMeta, Option<Expr>, ScanShape, Plan)| async move {
+                fold_partition(&p, &meta, filter.as_ref(), &shape, &plan)
+                    .await
+                    .map_err(|e| crate::error::KafkaError::new(ErrorCode::UnknownServerError, e))
+            },
+        )
+        .await;
+    let mut parts = Vec::with_capacity(answers.len());
+    for (i, r) in answers {
+        parts.push((i, partition_answer(r)?));
+    }
+    parts.sort_by_key(|(i, _)| *i);
+    let mut all = Groups::default();
+    for (_, g) in parts {
+        all.merge(&plan, g);
+    }
+    Ok(all.finish(&plan))
+}
+
 /// The input columns a SELECT refers to anywhere (`None`: all, for `*`):
 /// the scan fills only these and leaves the others null, so `SELECT
 /// count(*)` over a raw topic holds no copy of its values.
@@ -649,15 +698,19 @@ async fn scan(
         .await;
     let mut parts: Vec<(usize, Vec<Vec<Value>>)> = Vec::with_capacity(answers.len());
     for (i, r) in answers {
-        match r {
-            Ok(rows) => parts.push((i, rows)),
-            // A WHERE that fails on some row is the statement's fault.
-            Err(e) if e.code == ErrorCode::UnknownServerError => {
-                return Err(SqlError::Statement(e.message))
-            }
-            Err(e) => return Err(SqlError::Node(e.message)),
-        }
+        parts.push((i, partition_answer(r)?));
     }
     parts.sort_by_key(|(i, _)| *i);
     Ok(parts.into_iter().flat_map(|(_, r)| r).collect())
+}
+
+/// One partition's part of a scan. A failure while reading its rows (a
+/// WHERE or an aggregate that fails on some row, a statement past the scan
+/// limit) is the statement's fault; any other is the node's.
+fn partition_answer<T>(r: Result<T, crate::error::KafkaError>) -> Result<T, SqlError> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(e) if e.code == ErrorCode::UnknownServerError => Err(SqlError::Statement(e.message)),
+        Err(e) => Err(SqlError::Node(e.message)),
+    }
 }

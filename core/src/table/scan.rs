@@ -18,6 +18,7 @@ use super::MAX_DECOMPRESSED;
 use crate::catalog::TopicMeta;
 use crate::partition::Partition;
 use crate::sql::eval::{Columns, Eval};
+use crate::sql::fold::{Groups, Plan};
 
 /// A keyed table partition's current rows, kept up to date from the log.
 #[derive(Default)]
@@ -155,42 +156,25 @@ async fn each_record(
     Ok(offset)
 }
 
-/// The rows of one partition that pass `filter`, in offset order: all of
-/// them, or the first `shape.cap` (the scan stops reading there), with the
-/// columns `shape` uses (the filter must use only those).
-pub async fn scan_partition(
+/// Calls `sink` with each row of one partition that passes `filter`, in
+/// offset order, with the columns `shape` uses (the filter must use only
+/// those), until `sink` says to stop.
+async fn scan_rows(
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
     shape: &ScanShape,
-) -> Result<Vec<Vec<Value>>, String> {
+    sink: &mut dyn FnMut(Vec<Value>) -> Result<ControlFlow<()>, String>,
+) -> Result<(), String> {
     let cols = Columns(columns(meta));
     let eval = Eval { cols: &cols };
-    let cap = shape.cap.unwrap_or(usize::MAX);
-    let mut out = Vec::new();
-    if cap == 0 {
-        return Ok(out);
-    }
-    let mut held = 0usize;
     // Rows are filtered as they are read, so only the kept ones are held.
     let mut keep = |row: Vec<Value>| -> Result<ControlFlow<()>, String> {
         if filter.map_or(Ok(true), |f| eval.passes(f, &row))? {
-            held += row_bytes(&row);
-            if held > shape.max_bytes {
-                return Err(format!(
-                    "{}-{}: the rows this statement gathers pass {} bytes, this \
-                     partition's share of the node's limit (--sql-max-scan-bytes); \
-                     narrow it with WHERE or LIMIT, or name fewer columns",
-                    p.topic, p.index, shape.max_bytes
-                ));
-            }
-            out.push(row);
-        }
-        Ok(if out.len() >= cap {
-            ControlFlow::Break(())
+            sink(row)
         } else {
-            ControlFlow::Continue(())
-        })
+            Ok(ControlFlow::Continue(()))
+        }
     };
     match &meta.schema {
         None => {
@@ -215,7 +199,77 @@ pub async fn scan_partition(
             }
         }
     }
+    Ok(())
+}
+
+/// The error for a partition whose rows or groups pass its share of
+/// `--sql-max-scan-bytes`.
+fn too_much(p: &Partition, shape: &ScanShape, what: &str) -> String {
+    format!(
+        "{}-{}: the {what} this statement gathers pass {} bytes, this partition's \
+         share of the node's limit (--sql-max-scan-bytes); narrow it with WHERE or \
+         LIMIT, or name fewer columns",
+        p.topic, p.index, shape.max_bytes
+    )
+}
+
+/// The rows of one partition that pass `filter`, in offset order: all of
+/// them, or the first `shape.cap` (the scan stops reading there).
+pub async fn scan_partition(
+    p: &Rc<Partition>,
+    meta: &TopicMeta,
+    filter: Option<&Expr>,
+    shape: &ScanShape,
+) -> Result<Vec<Vec<Value>>, String> {
+    let cap = shape.cap.unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    if cap == 0 {
+        return Ok(out);
+    }
+    let mut held = 0usize;
+    scan_rows(p, meta, filter, shape, &mut |row| {
+        held += row_bytes(&row);
+        if held > shape.max_bytes {
+            return Err(too_much(p, shape, "rows"));
+        }
+        out.push(row);
+        Ok(if out.len() >= cap {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })
+    .await?;
     Ok(out)
+}
+
+/// The groups of one partition's rows that pass `filter`, folded as they
+/// are read (see `sql::fold`): what is held is a first row and the
+/// aggregates' states per group, whatever the partition's size.
+pub async fn fold_partition(
+    p: &Rc<Partition>,
+    meta: &TopicMeta,
+    filter: Option<&Expr>,
+    shape: &ScanShape,
+    plan: &Plan,
+) -> Result<Groups, String> {
+    let cols = Columns(columns(meta));
+    let eval = Eval { cols: &cols };
+    let mut groups = Groups::default();
+    let mut held = 0usize;
+    scan_rows(p, meta, filter, shape, &mut |row| {
+        let bytes = row_bytes(&row);
+        let key = groups.add(&eval, plan, row)?;
+        if key > 0 {
+            held += key + bytes + 64 * plan.aggregates.len();
+            if held > shape.max_bytes {
+                return Err(too_much(p, shape, "groups"));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    })
+    .await?;
+    Ok(groups)
 }
 
 /// Applies the records appended since the last scan to a keyed table's rows.

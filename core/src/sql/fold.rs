@@ -1,0 +1,306 @@
+//! Grouped queries (GROUP BY, aggregates, HAVING) folded as rows are read:
+//! each group keeps its first row, for the plain columns a grouped query may
+//! name, and one accumulator per aggregate call. A partition's owner folds
+//! its rows and sends its groups, not its rows, so `SELECT count(*)` over
+//! any table holds one number; the groups of all partitions are merged in
+//! partition order, which gives the groups and first rows a single fold
+//! over every row in that order would.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use serde_json::Value;
+use sqlparser::ast::{Expr, Function};
+
+use super::eval::{
+    args, as_f64, as_i64, compare, float, is_aggregate, visit, Eval, Scope, SqlResult,
+};
+
+/// An aggregate call of the statement, named by its text.
+#[derive(Clone, Debug)]
+pub struct Aggregate {
+    pub key: String,
+    name: String,
+    /// `None` for `count(*)`.
+    arg: Option<Expr>,
+}
+
+/// The aggregate calls in `exprs`, each once, checked.
+pub fn aggregates<'a>(exprs: impl Iterator<Item = &'a Expr>) -> SqlResult<Vec<Aggregate>> {
+    let mut calls: Vec<Function> = Vec::new();
+    for e in exprs {
+        visit(e, &mut |x| {
+            if let Expr::Function(f) = x {
+                if is_aggregate(f) {
+                    calls.push(f.clone());
+                }
+            }
+        });
+    }
+    let mut out: Vec<Aggregate> = Vec::new();
+    for f in &calls {
+        let key = f.to_string();
+        if out.iter().any(|a| a.key == key) {
+            continue;
+        }
+        let name = f.name.to_string().to_ascii_lowercase();
+        let a = args(f);
+        if a.len() != 1 {
+            return Err(format!("{name}() takes one argument"));
+        }
+        if a[0].is_none() && name != "count" {
+            return Err(format!("{name}(*) is not allowed"));
+        }
+        out.push(Aggregate {
+            key,
+            name,
+            arg: a[0].cloned(),
+        });
+    }
+    Ok(out)
+}
+
+/// One aggregate's running state over the rows seen so far.
+#[derive(Clone, Debug)]
+struct Acc {
+    /// Rows seen (what `count(*)` answers).
+    rows: i64,
+    /// Non-null values seen.
+    count: i64,
+    /// Every value so far an integer (SUM answers an integer then).
+    all_int: bool,
+    /// Their sum; `None` once it overflowed.
+    int_sum: Option<i64>,
+    float_sum: f64,
+    /// The first value that is not a number (SUM and AVG fail on it).
+    non_number: Option<Value>,
+    /// MIN or MAX so far.
+    best: Option<Value>,
+}
+
+impl Acc {
+    fn new() -> Acc {
+        Acc {
+            rows: 0,
+            count: 0,
+            all_int: true,
+            int_sum: Some(0),
+            float_sum: 0.0,
+            non_number: None,
+            best: None,
+        }
+    }
+
+    fn add(&mut self, agg: &Aggregate, v: Value) {
+        self.rows += 1;
+        if v.is_null() {
+            return;
+        }
+        self.count += 1;
+        match agg.name.as_str() {
+            "min" | "max" => self.offer(agg, v),
+            "sum" | "avg" => {
+                match as_i64(&v) {
+                    Some(i) if self.all_int => {
+                        self.int_sum = self.int_sum.and_then(|s| s.checked_add(i))
+                    }
+                    _ => self.all_int = false,
+                }
+                match as_f64(&v) {
+                    Some(f) => self.float_sum += f,
+                    None => {
+                        self.non_number.get_or_insert(v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// MIN/MAX: `v` replaces the best unless it compares the wrong way.
+    fn offer(&mut self, agg: &Aggregate, v: Value) {
+        let pick = if agg.name == "min" {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        };
+        match &self.best {
+            Some(b) if compare(&v, b) != Some(pick) => {}
+            _ => self.best = Some(v),
+        }
+    }
+
+    /// Takes in the state of rows that came after this one's.
+    fn merge(&mut self, agg: &Aggregate, o: Acc) {
+        self.rows += o.rows;
+        self.count += o.count;
+        self.int_sum = match (self.int_sum, o.int_sum) {
+            (Some(a), Some(b)) => a.checked_add(b),
+            _ => None,
+        };
+        self.all_int &= o.all_int;
+        self.float_sum += o.float_sum;
+        if self.non_number.is_none() {
+            self.non_number = o.non_number;
+        }
+        if let Some(v) = o.best {
+            self.offer(agg, v);
+        }
+    }
+
+    fn finish(&self, agg: &Aggregate) -> SqlResult<Value> {
+        let name = agg.name.as_str();
+        Ok(match name {
+            "count" if agg.arg.is_none() => Value::from(self.rows),
+            "count" => Value::from(self.count),
+            "min" | "max" => self.best.clone().unwrap_or(Value::Null),
+            _ if self.count == 0 => Value::Null,
+            "sum" if self.all_int => self
+                .int_sum
+                .map(Value::from)
+                .unwrap_or_else(|| float(self.float_sum)),
+            _ => {
+                if let Some(v) = &self.non_number {
+                    return Err(format!("{name}() of non-number {v}"));
+                }
+                float(if name == "avg" {
+                    self.float_sum / self.count as f64
+                } else {
+                    self.float_sum
+                })
+            }
+        })
+    }
+}
+
+/// A group being folded: its first row and its aggregates' states.
+#[derive(Debug)]
+struct Group {
+    first: Vec<Value>,
+    accs: Vec<Acc>,
+}
+
+/// The groups of the rows folded so far, in the order they first appeared.
+#[derive(Debug, Default)]
+pub struct Groups {
+    index: HashMap<String, usize>,
+    list: Vec<Group>,
+}
+
+/// What folding needs: the GROUP BY expressions and the aggregate calls.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub group_by: Vec<Expr>,
+    pub aggregates: Vec<Aggregate>,
+}
+
+impl Groups {
+    /// Folds in `row`; returns the bytes of a new group's key it started
+    /// (0 when the row joined a group), for the caller to bound.
+    pub fn add(&mut self, eval: &Eval, plan: &Plan, row: Vec<Value>) -> SqlResult<usize> {
+        let key: Vec<Value> = plan
+            .group_by
+            .iter()
+            .map(|g| eval.eval(g, &Scope::Row(&row)))
+            .collect::<SqlResult<_>>()?;
+        let values: Vec<Value> = plan
+            .aggregates
+            .iter()
+            .map(|a| match &a.arg {
+                Some(e) => eval.eval(e, &Scope::Row(&row)),
+                None => Ok(Value::Bool(true)), // count(*): any non-null
+            })
+            .collect::<SqlResult<_>>()?;
+        let text = serde_json::to_string(&key).expect("values serialise");
+        let (i, new) = match self.index.get(&text) {
+            Some(&i) => (i, 0),
+            None => {
+                let new = text.len();
+                self.index.insert(text, self.list.len());
+                self.list.push(Group {
+                    first: row,
+                    accs: vec![Acc::new(); plan.aggregates.len()],
+                });
+                (self.list.len() - 1, new)
+            }
+        };
+        let g = &mut self.list[i];
+        for ((acc, agg), v) in g.accs.iter_mut().zip(&plan.aggregates).zip(values) {
+            acc.add(agg, v);
+        }
+        Ok(new)
+    }
+
+    /// Takes in the groups of rows that came after these.
+    pub fn merge(&mut self, plan: &Plan, other: Groups) {
+        let mut by_index: Vec<(String, usize)> = other.index.into_iter().collect();
+        by_index.sort_by_key(|(_, i)| *i);
+        let mut groups: Vec<Option<Group>> = other.list.into_iter().map(Some).collect();
+        for (text, j) in by_index {
+            let g = groups[j].take().expect("each group once");
+            match self.index.get(&text) {
+                Some(&i) => {
+                    let mine = &mut self.list[i];
+                    for ((acc, agg), o) in mine.accs.iter_mut().zip(&plan.aggregates).zip(g.accs) {
+                        acc.merge(agg, o);
+                    }
+                }
+                None => {
+                    self.index.insert(text, self.list.len());
+                    self.list.push(g);
+                }
+            }
+        }
+    }
+
+    /// The folded groups, ready to evaluate the statement over. Aggregates
+    /// over no rows at all still answer one group (COUNT(*) 0) when nothing
+    /// is grouped by.
+    pub fn finish(self, plan: &Plan) -> Vec<Folded> {
+        let mut out: Vec<Folded> = self
+            .list
+            .into_iter()
+            .map(|g| Folded {
+                first: Some(g.first),
+                values: plan
+                    .aggregates
+                    .iter()
+                    .zip(&g.accs)
+                    .map(|(a, acc)| (a.key.clone(), acc.finish(a)))
+                    .collect(),
+            })
+            .collect();
+        if out.is_empty() && plan.group_by.is_empty() {
+            let empty = Acc::new();
+            out.push(Folded {
+                first: None,
+                values: plan
+                    .aggregates
+                    .iter()
+                    .map(|a| (a.key.clone(), empty.finish(a)))
+                    .collect(),
+            });
+        }
+        out
+    }
+}
+
+/// A group's first row (none for the empty group) and its aggregates'
+/// values by call text.
+#[derive(Debug)]
+pub struct Folded {
+    pub first: Option<Vec<Value>>,
+    values: Vec<(String, SqlResult<Value>)>,
+}
+
+impl Folded {
+    /// The value of the aggregate call `f` over the group.
+    pub fn aggregate(&self, f: &Function) -> SqlResult<Value> {
+        let key = f.to_string();
+        self.values
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| Err(format!("{key} is not an aggregate of this statement")))
+    }
+}
