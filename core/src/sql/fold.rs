@@ -67,10 +67,11 @@ struct Acc {
     rows: i64,
     /// Non-null values seen.
     count: i64,
-    /// Every value so far an integer (SUM answers an integer then).
+    /// Every value so far an integer: SUM and AVG then use `int_sum`.
     all_int: bool,
-    /// Their sum; `None` once it overflowed.
-    int_sum: Option<i64>,
+    /// Their exact sum (an i128 cannot overflow from i64 terms here), so
+    /// partitions' sums merge to what one pass gives whatever the order.
+    int_sum: i128,
     float_sum: f64,
     /// The first value that is not a number (SUM and AVG fail on it).
     non_number: Option<Value>,
@@ -84,7 +85,7 @@ impl Acc {
             rows: 0,
             count: 0,
             all_int: true,
-            int_sum: Some(0),
+            int_sum: 0,
             float_sum: 0.0,
             non_number: None,
             best: None,
@@ -101,9 +102,7 @@ impl Acc {
             "min" | "max" => self.offer(agg, v),
             "sum" | "avg" => {
                 match as_i64(&v) {
-                    Some(i) if self.all_int => {
-                        self.int_sum = self.int_sum.and_then(|s| s.checked_add(i))
-                    }
+                    Some(i) if self.all_int => self.int_sum += i as i128,
                     _ => self.all_int = false,
                 }
                 match as_f64(&v) {
@@ -134,10 +133,7 @@ impl Acc {
     fn merge(&mut self, agg: &Aggregate, o: Acc) {
         self.rows += o.rows;
         self.count += o.count;
-        self.int_sum = match (self.int_sum, o.int_sum) {
-            (Some(a), Some(b)) => a.checked_add(b),
-            _ => None,
-        };
+        self.int_sum += o.int_sum;
         self.all_int &= o.all_int;
         self.float_sum += o.float_sum;
         if self.non_number.is_none() {
@@ -155,10 +151,11 @@ impl Acc {
             "count" => Value::from(self.count),
             "min" | "max" => self.best.clone().unwrap_or(Value::Null),
             _ if self.count == 0 => Value::Null,
-            "sum" if self.all_int => self
-                .int_sum
+            // A sum past i64 answers as a float.
+            "sum" if self.all_int => i64::try_from(self.int_sum)
                 .map(Value::from)
-                .unwrap_or_else(|| float(self.float_sum)),
+                .unwrap_or_else(|_| float(self.int_sum as f64)),
+            "avg" if self.all_int => float(self.int_sum as f64 / self.count as f64),
             _ => {
                 if let Some(v) = &self.non_number {
                     return Err(format!("{name}() of non-number {v}"));
@@ -302,5 +299,86 @@ impl Folded {
             .find(|(k, _)| *k == key)
             .map(|(_, v)| v.clone())
             .unwrap_or_else(|| Err(format!("{key} is not an aggregate of this statement")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::eval::Columns;
+    use proptest::prelude::*;
+    use sqlparser::dialect::GenericDialect;
+    use sqlparser::parser::Parser;
+
+    fn expr(text: &str) -> Expr {
+        Parser::new(&GenericDialect {})
+            .try_with_sql(text)
+            .and_then(|mut p| p.parse_expr())
+            .expect("an expression")
+    }
+
+    /// A value of the generated column: any integer, or (in a case with
+    /// floats) a small integer or half. Only exact sums can be compared
+    /// across merge orders (floating-point addition is not associative),
+    /// and small halves sum exactly.
+    fn value(v: Option<i64>, floats: bool, half: bool) -> Value {
+        match v {
+            None => Value::Null,
+            Some(i) if !floats => Value::from(i),
+            Some(i) if half => Value::from(i.clamp(-50, 50) as f64 / 2.0),
+            Some(i) => Value::from(i.clamp(-50, 50)),
+        }
+    }
+
+    /// The folded answer as comparable text: each group's first row and
+    /// aggregate values (or errors) in order.
+    fn answer(groups: Vec<Folded>) -> Vec<String> {
+        groups
+            .iter()
+            .map(|g| format!("{:?} {:?}", g.first, g.values))
+            .collect()
+    }
+
+    proptest! {
+        /// Folding rows in one pass, and folding them in consecutive parts
+        /// (as partitions do) then merging the parts in order, give the
+        /// same groups, first rows and aggregate values.
+        #[test]
+        fn merged_parts_equal_one_pass(
+            rows in proptest::collection::vec(
+                (0i64..4, proptest::option::of(prop_oneof![Just(i64::MAX), Just(i64::MIN), -50i64..50]), any::<bool>()),
+                0..40,
+            ),
+            cuts in proptest::collection::vec(0usize..40, 0..4),
+            grouped in any::<bool>(),
+            floats in any::<bool>(),
+        ) {
+            let cols = Columns(vec!["g".into(), "x".into()]);
+            let eval = Eval { cols: &cols };
+            let plan = Plan {
+                group_by: if grouped { vec![expr("g")] } else { Vec::new() },
+                aggregates: aggregates(
+                    ["count(*)", "count(x)", "sum(x)", "min(x)", "max(x)", "avg(x)"].iter().map(|t| expr(t)).collect::<Vec<_>>().iter(),
+                ).unwrap(),
+            };
+            let rows: Vec<Vec<Value>> = rows.into_iter().map(|(g, x, f)| vec![Value::from(g), value(x, floats, f)]).collect();
+            let mut one = Groups::default();
+            for r in rows.clone() {
+                one.add(&eval, &plan, r).unwrap();
+            }
+            let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c.min(rows.len())).collect();
+            bounds.push(0);
+            bounds.push(rows.len());
+            bounds.sort();
+            let mut merged = Groups::default();
+            for w in bounds.windows(2) {
+                let mut part = Groups::default();
+                for r in &rows[w[0]..w[1]] {
+                    part.add(&eval, &plan, r.clone()).unwrap();
+                }
+                merged.merge(&plan, part);
+            }
+            prop_assert_eq!(answer(one.finish(&plan)), answer(merged.finish(&plan)));
+        }
     }
 }
