@@ -344,6 +344,16 @@ def test_scans_read_only_what_the_statement_needs(node):
     assert rows(node, "SELECT _offset FROM many ORDER BY _offset DESC, _partition LIMIT 2") == \
         [{"_offset": 99}, {"_offset": 99}]
     assert len(rows(node, "SELECT DISTINCT _partition FROM many LIMIT 3")) == 3
+    # ORDER BY with LIMIT keeps each partition's best rows only; ties keep
+    # partition, then offset order, as the full sort does.
+    by_offset = rows(node, "SELECT _partition, _offset FROM many ORDER BY _offset DESC")
+    for limit, offset in [(5, 2), (1, 0), (7, 290), (3, 300)]:
+        assert rows(node, f"SELECT _partition, _offset FROM many ORDER BY _offset DESC LIMIT {limit} OFFSET {offset}") \
+            == by_offset[offset:offset + limit], (limit, offset)
+    assert rows(node, "SELECT json_get_int(_value, 'i') AS i FROM many ORDER BY i DESC LIMIT 3") == \
+        [{"i": 299}, {"i": 298}, {"i": 297}]
+    assert rows(node, "SELECT _offset, _partition FROM many ORDER BY 2 DESC, 1 LIMIT 2") == \
+        [{"_offset": 0, "_partition": 2}, {"_offset": 1, "_partition": 2}]
     assert rows(node, "SELECT count(*) AS n, count(_key) AS k, max(json_get_int(_value, 'i')) AS top "
                       "FROM many") == [{"n": 300, "k": 300, "top": 299}]
     assert rows(node, "SELECT count(*) AS n FROM many GROUP BY _partition") == [{"n": 100}] * 3
@@ -382,6 +392,9 @@ def test_a_select_past_the_scan_limit_is_refused_and_the_node_serves_on(make_nod
     assert rows(node, "SELECT _partition AS p, count(*) AS n FROM wide GROUP BY _partition ORDER BY p") == \
         [{"p": 0, "n": 500}, {"p": 1, "n": 500}]
     assert len(rows(node, "SELECT * FROM wide LIMIT 20")) == 20
+    # The latest rows by a key: each partition holds its best few only.
+    assert [json.loads(r["_value"])["i"] for r in
+            rows(node, "SELECT * FROM wide ORDER BY json_get_int(_value, 'i') DESC LIMIT 3")] == [999, 998, 997]
     assert rows(node, "SELECT json_get_int(_value, 'i') AS i FROM wide WHERE _partition = 1 AND _offset = 3") == \
         [{"i": 7}]
 

@@ -303,6 +303,41 @@ fn json_field(v: &Value, key: &Value) -> Option<Value> {
     }
 }
 
+/// How two rows' ORDER BY keys compare, given each key's direction
+/// (ascending?) and NULLS FIRST/LAST (`None`: nulls sort as the largest).
+pub fn compare_keys(dirs: &[(bool, Option<bool>)], a: &[Value], b: &[Value]) -> Ordering {
+    for ((asc, nulls_first), (x, y)) in dirs.iter().zip(a.iter().zip(b)) {
+        let o = match (x.is_null(), y.is_null(), nulls_first) {
+            (true, false, Some(first)) => {
+                if *first {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            }
+            (false, true, Some(first)) => {
+                if *first {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                }
+            }
+            _ => {
+                let o = sort_order(x, y);
+                if *asc {
+                    o
+                } else {
+                    o.reverse()
+                }
+            }
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
 /// Where rows come from while evaluating: one row, or (for aggregates) a
 /// folded group of rows.
 pub enum Scope<'a> {

@@ -7,7 +7,6 @@
 pub mod eval;
 pub mod fold;
 
-use std::cmp::Ordering;
 use std::rc::Rc;
 
 use serde_json::Value;
@@ -23,10 +22,10 @@ use crate::catalog::TopicMeta;
 use crate::error::ErrorCode;
 use crate::shard::{NewTopic, Shard};
 use crate::table::row::{convert, object_bytes};
-use crate::table::scan::{columns, fold_partition, scan_partition, ScanShape};
+use crate::table::scan::{columns, fold_partition, scan_partition, ScanShape, TopK};
 use crate::table::schema::{Column, ColumnType, TableSchema};
 use eval::{
-    check_columns, column_name, has_aggregate, literal, mark_columns, sort_order, Columns, Eval,
+    check_columns, column_name, compare_keys, has_aggregate, literal, mark_columns, Columns, Eval,
     Scope, SqlResult,
 };
 use fold::{Folded, Groups, Plan};
@@ -398,6 +397,37 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
         None
     };
 
+    let order: Vec<(Expr, bool, Option<bool>)> = match q.order_by.as_ref().map(|o| &o.kind) {
+        None => Vec::new(),
+        Some(OrderByKind::Expressions(list)) => list
+            .iter()
+            .map(|o| {
+                (
+                    o.expr.clone(),
+                    o.options.asc.unwrap_or(true),
+                    o.options.nulls_first,
+                )
+            })
+            .collect(),
+        Some(OrderByKind::All(_)) => {
+            return Err("ORDER BY ALL is not supported".to_string().into())
+        }
+    };
+    // With ORDER BY and LIMIT (no grouping, no DISTINCT), each partition
+    // keeps only its best OFFSET + LIMIT rows by the same keys: the answer
+    // is among them.
+    let (limit, offset) = limits(q)?;
+    let top = match limit {
+        Some(l) if !grouped && !order.is_empty() && sel.distinct.is_none() => Some(TopK {
+            keys: order
+                .iter()
+                .map(|(e, _, _)| input_key(e, &items))
+                .collect::<SqlResult<_>>()?,
+            dirs: order.iter().map(|(_, a, n)| (*a, *n)).collect(),
+            keep: offset.saturating_add(l),
+        }),
+        _ => None,
+    };
     // The input: a table's rows or groups (read where its partitions live,
     // filtered there), or one empty row for a SELECT without FROM.
     let input = match table {
@@ -406,6 +436,7 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
                 cap: scan_cap(q, sel)?,
                 used: used_columns(q, sel, &cols),
                 max_bytes: shard.config.sql_max_scan_bytes / meta.partitions().max(1) as usize,
+                top: top.clone(),
             };
             match &plan {
                 Some(plan) => Input::Groups(
@@ -435,22 +466,6 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
 
     // Each output row with what its ORDER BY keys are evaluated against.
     let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
-    let order: Vec<(Expr, bool, Option<bool>)> = match q.order_by.as_ref().map(|o| &o.kind) {
-        None => Vec::new(),
-        Some(OrderByKind::Expressions(list)) => list
-            .iter()
-            .map(|o| {
-                (
-                    o.expr.clone(),
-                    o.options.asc.unwrap_or(true),
-                    o.options.nulls_first,
-                )
-            })
-            .collect(),
-        Some(OrderByKind::All(_)) => {
-            return Err("ORDER BY ALL is not supported".to_string().into())
-        }
-    };
     let names: Vec<String> = items.iter().map(|(n, _)| n.clone()).collect();
     // An ORDER BY key: an output column (by name or position) or an
     // expression over the input.
@@ -499,41 +514,9 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
         out.retain(|(o, _)| seen.insert(serde_json::to_string(o).expect("values serialise")));
     }
     if !order.is_empty() {
-        out.sort_by(|(_, a), (_, b)| {
-            for (i, (_, asc, nulls_first)) in order.iter().enumerate() {
-                let (x, y) = (&a[i], &b[i]);
-                let o = match (x.is_null(), y.is_null(), nulls_first) {
-                    (true, false, Some(first)) => {
-                        if *first {
-                            Ordering::Less
-                        } else {
-                            Ordering::Greater
-                        }
-                    }
-                    (false, true, Some(first)) => {
-                        if *first {
-                            Ordering::Greater
-                        } else {
-                            Ordering::Less
-                        }
-                    }
-                    _ => {
-                        let o = sort_order(x, y);
-                        if *asc {
-                            o
-                        } else {
-                            o.reverse()
-                        }
-                    }
-                };
-                if o != Ordering::Equal {
-                    return o;
-                }
-            }
-            Ordering::Equal
-        });
+        let dirs: Vec<(bool, Option<bool>)> = order.iter().map(|(_, a, n)| (*a, *n)).collect();
+        out.sort_by(|(_, a), (_, b)| compare_keys(&dirs, a, b));
     }
-    let (limit, offset) = limits(q)?;
     let rows = out
         .into_iter()
         .skip(offset)
@@ -590,6 +573,26 @@ fn scan_cap(q: &Query, sel: &Select) -> SqlResult<Option<usize>> {
         Some(l) if !needs_all => Some(offset.saturating_add(l)),
         _ => None,
     })
+}
+
+/// An ORDER BY key as an expression over the input row: an output column
+/// (by position or name) stands for its expression, as `key_of` reads it.
+fn input_key(e: &Expr, items: &[(String, Expr)]) -> SqlResult<Expr> {
+    if let Expr::Value(v) = e {
+        if let Value::Number(n) = literal(&v.value)? {
+            let i = n
+                .as_u64()
+                .filter(|i| *i >= 1 && (*i as usize) <= items.len())
+                .ok_or_else(|| format!("ORDER BY {n} is not an output column"))?;
+            return Ok(items[i as usize - 1].1.clone());
+        }
+    }
+    if let Some(n) = column_name(e) {
+        if let Some((_, x)) = items.iter().find(|(name, _)| *name == n) {
+            return Ok(x.clone());
+        }
+    }
+    Ok(e.clone())
 }
 
 /// What a SELECT evaluates its output over.

@@ -17,7 +17,7 @@ use super::schema::{format_timestamp, TableSchema, RAW_COLUMNS};
 use super::MAX_DECOMPRESSED;
 use crate::catalog::TopicMeta;
 use crate::partition::Partition;
-use crate::sql::eval::{Columns, Eval};
+use crate::sql::eval::{compare_keys, Columns, Eval, Scope};
 use crate::sql::fold::{Groups, Plan};
 
 /// A keyed table partition's current rows, kept up to date from the log.
@@ -30,14 +30,24 @@ pub struct KeyedRows {
 }
 
 /// What a scan gathers from each partition: the first `cap` rows that pass
-/// its filter (all without one), with only the `used` columns filled (all
-/// without a mask; the others are null), and no more than `max_bytes` of
-/// them (as `row_bytes` counts).
+/// its filter (all without one), or the `top` ones by its keys, with only
+/// the `used` columns filled (all without a mask; the others are null),
+/// and no more than `max_bytes` of them (as `row_bytes` counts).
 #[derive(Clone, Debug)]
 pub struct ScanShape {
     pub cap: Option<usize>,
     pub used: Option<Vec<bool>>,
     pub max_bytes: usize,
+    pub top: Option<TopK>,
+}
+
+/// The `keep` first rows by ORDER BY `keys` (expressions over the input
+/// row) in directions `dirs`; ties stay in offset order.
+#[derive(Clone, Debug)]
+pub struct TopK {
+    pub keys: Vec<Expr>,
+    pub dirs: Vec<(bool, Option<bool>)>,
+    pub keep: usize,
 }
 
 /// Roughly the memory a row holds: a fixed cost per value plus its text.
@@ -214,13 +224,18 @@ fn too_much(p: &Partition, shape: &ScanShape, what: &str) -> String {
 }
 
 /// The rows of one partition that pass `filter`, in offset order: all of
-/// them, or the first `shape.cap` (the scan stops reading there).
+/// them, or the first `shape.cap` (the scan stops reading there), or the
+/// best `shape.top` in key order (the scan reads every row, holding at
+/// most twice that many).
 pub async fn scan_partition(
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
     shape: &ScanShape,
 ) -> Result<Vec<Vec<Value>>, String> {
+    if let Some(top) = &shape.top {
+        return top_partition(p, meta, filter, shape, top).await;
+    }
     let cap = shape.cap.unwrap_or(usize::MAX);
     let mut out = Vec::new();
     if cap == 0 {
@@ -241,6 +256,48 @@ pub async fn scan_partition(
     })
     .await?;
     Ok(out)
+}
+
+async fn top_partition(
+    p: &Rc<Partition>,
+    meta: &TopicMeta,
+    filter: Option<&Expr>,
+    shape: &ScanShape,
+    top: &TopK,
+) -> Result<Vec<Vec<Value>>, String> {
+    let cols = Columns(columns(meta));
+    let eval = Eval { cols: &cols };
+    let mut best: Vec<(Vec<Value>, Vec<Value>)> = Vec::new(); // (keys, row)
+    let mut held = 0usize;
+    // Sorting is stable, so among equal keys the earlier offsets stay.
+    let trim = |best: &mut Vec<(Vec<Value>, Vec<Value>)>| -> usize {
+        best.sort_by(|(a, _), (b, _)| compare_keys(&top.dirs, a, b));
+        best.truncate(top.keep);
+        best.iter().map(|(k, r)| row_bytes(k) + row_bytes(r)).sum()
+    };
+    if top.keep > 0 {
+        scan_rows(p, meta, filter, shape, &mut |row| {
+            let keys: Vec<Value> = top
+                .keys
+                .iter()
+                .map(|k| eval.eval(k, &Scope::Row(&row)))
+                .collect::<Result<_, _>>()?;
+            held += row_bytes(&keys) + row_bytes(&row);
+            best.push((keys, row));
+            // Trimmed every `keep` rows past `keep`, or sooner when what is
+            // held passes the limit; only the best `keep` must fit.
+            if best.len() >= top.keep.saturating_mul(2).max(32) || held > shape.max_bytes {
+                held = trim(&mut best);
+                if held > shape.max_bytes {
+                    return Err(too_much(p, shape, "rows"));
+                }
+            }
+            Ok(ControlFlow::Continue(()))
+        })
+        .await?;
+    }
+    trim(&mut best);
+    Ok(best.into_iter().map(|(_, r)| r).collect())
 }
 
 /// The groups of one partition's rows that pass `filter`, folded as they
