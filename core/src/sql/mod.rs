@@ -377,26 +377,6 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
     }
     let grouped =
         !group_by.is_empty() || items.iter().any(|(_, e)| has_aggregate(e)) || sel.having.is_some();
-    // A grouped query is folded as its rows are read (`fold`).
-    let plan = if grouped {
-        let order_exprs: Vec<&Expr> = match q.order_by.as_ref().map(|o| &o.kind) {
-            Some(OrderByKind::Expressions(list)) => list.iter().map(|o| &o.expr).collect(),
-            _ => Vec::new(),
-        };
-        Some(Plan {
-            aggregates: fold::aggregates(
-                items
-                    .iter()
-                    .map(|(_, e)| e)
-                    .chain(sel.having.iter())
-                    .chain(order_exprs),
-            )?,
-            group_by: group_by.clone(),
-        })
-    } else {
-        None
-    };
-
     let order: Vec<(Expr, bool, Option<bool>)> = match q.order_by.as_ref().map(|o| &o.kind) {
         None => Vec::new(),
         Some(OrderByKind::Expressions(list)) => list
@@ -412,6 +392,21 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
         Some(OrderByKind::All(_)) => {
             return Err("ORDER BY ALL is not supported".to_string().into())
         }
+    };
+    // A grouped query is folded as its rows are read (`fold`).
+    let plan = if grouped {
+        Some(Plan {
+            aggregates: fold::aggregates(
+                items
+                    .iter()
+                    .map(|(_, e)| e)
+                    .chain(sel.having.iter())
+                    .chain(order.iter().map(|(e, _, _)| e)),
+            )?,
+            group_by: group_by.clone(),
+        })
+    } else {
+        None
     };
     // With ORDER BY and LIMIT (no grouping, no DISTINCT), each partition
     // keeps only its best OFFSET + LIMIT rows by the same keys: the answer
@@ -436,7 +431,7 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
                 cap: scan_cap(q, sel)?,
                 used: used_columns(q, sel, &cols),
                 max_bytes: shard.config.sql_max_scan_bytes / meta.partitions().max(1) as usize,
-                top: top.clone(),
+                top,
             };
             match &plan {
                 Some(plan) => Input::Groups(
