@@ -247,6 +247,18 @@ pub fn sort_order(a: &Value, b: &Value) -> Ordering {
 }
 
 fn like(text: &str, pattern: &str, fold: bool) -> bool {
+    // On bytes when that means the same: '%' and every other ASCII byte
+    // match alike in UTF-8, and '_' (one character) is one byte of ASCII
+    // text. Otherwise on characters, which costs a vector of each per row.
+    if text.is_ascii() || !pattern.contains('_') {
+        if !fold {
+            return wildcard(text.as_bytes(), pattern.as_bytes(), b'%', b'_');
+        }
+        if text.is_ascii() && pattern.is_ascii() {
+            let (t, p) = (text.to_ascii_lowercase(), pattern.to_ascii_lowercase());
+            return wildcard(t.as_bytes(), p.as_bytes(), b'%', b'_');
+        }
+    }
     let (t, p): (Vec<char>, Vec<char>) = if fold {
         (
             text.to_lowercase().chars().collect(),
@@ -255,13 +267,17 @@ fn like(text: &str, pattern: &str, fold: bool) -> bool {
     } else {
         (text.chars().collect(), pattern.chars().collect())
     };
-    // Iterative wildcard match with backtracking to the last '%'.
+    wildcard(&t, &p, '%', '_')
+}
+
+/// Iterative wildcard match with backtracking to the last `any`.
+fn wildcard<T: PartialEq + Copy>(t: &[T], p: &[T], any: T, one: T) -> bool {
     let (mut i, mut j, mut star, mut mark) = (0usize, 0usize, None::<usize>, 0usize);
     while i < t.len() {
-        if j < p.len() && (p[j] == '_' || p[j] == t[i]) {
+        if j < p.len() && (p[j] == one || p[j] == t[i]) {
             i += 1;
             j += 1;
-        } else if j < p.len() && p[j] == '%' {
+        } else if j < p.len() && p[j] == any {
             star = Some(j);
             mark = i;
             j += 1;
@@ -273,7 +289,7 @@ fn like(text: &str, pattern: &str, fold: bool) -> bool {
             return false;
         }
     }
-    while j < p.len() && p[j] == '%' {
+    while j < p.len() && p[j] == any {
         j += 1;
     }
     j == p.len()
@@ -609,6 +625,12 @@ mod tests {
         assert!(like("HeLLo", "hello", true));
         assert!(like("a%b", "a%b", false));
         assert!(!like("", "_", false));
+        // '_' is one character, not one byte; '%' spans any bytes.
+        assert!(like("héllo", "h_llo", false));
+        assert!(!like("héllo", "h__llo", false));
+        assert!(like("héllo", "h%llo", false));
+        assert!(like("HÉLLO", "h_llo", true));
+        assert!(like("Zz", "%z", true));
     }
 
     #[test]
