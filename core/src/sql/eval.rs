@@ -36,7 +36,7 @@ impl Columns {
 
 const AGGREGATES: [&str; 5] = ["count", "sum", "min", "max", "avg"];
 
-fn function_name(f: &Function) -> String {
+pub fn function_name(f: &Function) -> String {
     f.name.to_string().to_ascii_lowercase()
 }
 

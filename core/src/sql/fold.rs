@@ -13,7 +13,8 @@ use serde_json::Value;
 use sqlparser::ast::{Expr, Function};
 
 use super::eval::{
-    args, as_f64, as_i64, compare, float, is_aggregate, visit, Eval, Scope, SqlResult,
+    args, as_f64, as_i64, compare, float, function_name, is_aggregate, visit, Eval, Scope,
+    SqlResult,
 };
 
 /// An aggregate call of the statement, named by its text.
@@ -43,7 +44,7 @@ pub fn aggregates<'a>(exprs: impl Iterator<Item = &'a Expr>) -> SqlResult<Vec<Ag
         if out.iter().any(|a| a.key == key) {
             continue;
         }
-        let name = f.name.to_string().to_ascii_lowercase();
+        let name = function_name(f);
         let a = args(f);
         if a.len() != 1 {
             return Err(format!("{name}() takes one argument"));

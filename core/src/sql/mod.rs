@@ -427,9 +427,16 @@ async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
     // filtered there), or one empty row for a SELECT without FROM.
     let input = match table {
         Some(meta) => {
+            // With a LIMIT and nothing that needs every row first, the
+            // first OFFSET + LIMIT rows of each partition hold every row the
+            // answer can take (rows come out in partition, then offset
+            // order): `SELECT * FROM t LIMIT 10` reads ten rows a partition.
+            let needs_all = grouped || !order.is_empty() || sel.distinct.is_some();
             let shape = ScanShape {
-                cap: scan_cap(q, sel)?,
-                used: used_columns(q, sel, &cols),
+                cap: limit
+                    .filter(|_| !needs_all)
+                    .map(|l| offset.saturating_add(l)),
+                used: used_columns(sel, &group_by, &order, &cols),
                 max_bytes: shard.config.sql_max_scan_bytes / meta.partitions().max(1) as usize,
                 top,
             };
@@ -547,29 +554,6 @@ fn limits(q: &Query) -> SqlResult<(Option<usize>, usize)> {
     })
 }
 
-/// How many rows each partition's scan needs to gather: with a LIMIT and
-/// nothing that needs every row first (ORDER BY, grouping, aggregates,
-/// DISTINCT), the first OFFSET + LIMIT of each partition hold every row
-/// the answer can take (rows come out in partition, then offset order), so
-/// `SELECT * FROM t LIMIT 10` reads ten rows a partition, not the table.
-fn scan_cap(q: &Query, sel: &Select) -> SqlResult<Option<usize>> {
-    let needs_all = q.order_by.is_some()
-        || sel.distinct.is_some()
-        || sel.having.is_some()
-        || !matches!(&sel.group_by, GroupByExpr::Expressions(e, _) if e.is_empty())
-        || sel.projection.iter().any(|item| match item {
-            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
-                has_aggregate(e)
-            }
-            _ => false,
-        });
-    let (limit, offset) = limits(q)?;
-    Ok(match limit {
-        Some(l) if !needs_all => Some(offset.saturating_add(l)),
-        _ => None,
-    })
-}
-
 /// An ORDER BY key as an expression over the input row: an output column
 /// (by position or name) stands for its expression, as `key_of` reads it.
 fn input_key(e: &Expr, items: &[(String, Expr)]) -> SqlResult<Expr> {
@@ -605,29 +589,17 @@ async fn fold_scan(
     shape: ScanShape,
     plan: Plan,
 ) -> Result<Vec<Folded>, SqlError> {
-    let items: Vec<_> = (0..meta.partitions())
-        .map(|p| {
-            let arg = (meta.clone(), filter.clone(), shape.clone(), plan.clone());
-            (p as usize, meta.name.clone(), p, arg)
-        })
-        .collect();
-    let answers = shard
-        .on_partitions(
-            items,
-            |_s, p, (meta, filter, shape, plan): (TopicMeta, Option<Expr>, ScanShape, Plan)| async move {
-                fold_partition(&p, &meta, filter.as_ref(), &shape, &plan)
-                    .await
-                    .map_err(|e| crate::error::KafkaError::new(ErrorCode::UnknownServerError, e))
-            },
-        )
-        .await;
-    let mut parts = Vec::with_capacity(answers.len());
-    for (i, r) in answers {
-        parts.push((i, partition_answer(r)?));
-    }
-    parts.sort_by_key(|(i, _)| *i);
+    let parts = each_partition(
+        shard,
+        &meta,
+        (meta.clone(), filter, shape, plan.clone()),
+        |p, (meta, filter, shape, plan): (TopicMeta, Option<Expr>, ScanShape, Plan)| async move {
+            fold_partition(&p, &meta, filter.as_ref(), &shape, &plan).await
+        },
+    )
+    .await?;
     let mut all = Groups::default();
-    for (_, g) in parts {
+    for g in parts {
         all.merge(&plan, g);
     }
     Ok(all.finish(&plan))
@@ -636,7 +608,12 @@ async fn fold_scan(
 /// The input columns a SELECT refers to anywhere (`None`: all, for `*`):
 /// the scan fills only these and leaves the others null, so `SELECT
 /// count(*)` over a raw topic holds no copy of its values.
-fn used_columns(q: &Query, sel: &Select, cols: &Columns) -> Option<Vec<bool>> {
+fn used_columns(
+    sel: &Select,
+    group_by: &[Expr],
+    order: &[(Expr, bool, Option<bool>)],
+    cols: &Columns,
+) -> Option<Vec<bool>> {
     let mut used = vec![false; cols.0.len()];
     for item in &sel.projection {
         match item {
@@ -646,20 +623,12 @@ fn used_columns(q: &Query, sel: &Select, cols: &Columns) -> Option<Vec<bool>> {
             _ => return None, // a wildcard
         }
     }
-    let group_by = match &sel.group_by {
-        GroupByExpr::Expressions(e, _) => e.as_slice(),
-        GroupByExpr::All(_) => &[],
-    };
-    let order_by = match q.order_by.as_ref().map(|o| &o.kind) {
-        Some(OrderByKind::Expressions(list)) => list.iter().map(|o| &o.expr).collect(),
-        _ => Vec::new(),
-    };
     for e in sel
         .selection
         .iter()
         .chain(sel.having.iter())
         .chain(group_by)
-        .chain(order_by)
+        .chain(order.iter().map(|(e, _, _)| e))
     {
         mark_columns(e, cols, &mut used);
     }
@@ -674,32 +643,51 @@ async fn scan(
     filter: Option<Expr>,
     shape: ScanShape,
 ) -> Result<Vec<Vec<Value>>, SqlError> {
+    let parts = each_partition(
+        shard,
+        &meta,
+        (meta.clone(), filter, shape),
+        |p, (meta, filter, shape): (TopicMeta, Option<Expr>, ScanShape)| async move {
+            scan_partition(&p, &meta, filter.as_ref(), &shape).await
+        },
+    )
+    .await?;
+    Ok(parts.into_iter().flatten().collect())
+}
+
+/// Runs `op` with a copy of `arg` on each partition of `meta`, on the shard
+/// that owns it; the answers in partition order.
+async fn each_partition<A, R, F, Fut>(
+    shard: &Rc<Shard>,
+    meta: &TopicMeta,
+    arg: A,
+    op: F,
+) -> Result<Vec<R>, SqlError>
+where
+    A: Clone + Send + 'static,
+    R: Send + 'static,
+    F: Fn(Rc<crate::partition::Partition>, A) -> Fut + Send + Clone + 'static,
+    Fut: std::future::Future<Output = Result<R, String>> + 'static,
+{
     let items: Vec<_> = (0..meta.partitions())
-        .map(|p| {
-            (
-                p as usize,
-                meta.name.clone(),
-                p,
-                (meta.clone(), filter.clone(), shape.clone()),
-            )
-        })
+        .map(|p| (p as usize, meta.name.clone(), p, arg.clone()))
         .collect();
     let answers = shard
-        .on_partitions(
-            items,
-            |_s, p, (meta, filter, shape): (TopicMeta, Option<Expr>, ScanShape)| async move {
-                scan_partition(&p, &meta, filter.as_ref(), &shape)
+        .on_partitions(items, move |_s, p, a| {
+            let answer = op(p, a);
+            async move {
+                answer
                     .await
                     .map_err(|e| crate::error::KafkaError::new(ErrorCode::UnknownServerError, e))
-            },
-        )
+            }
+        })
         .await;
-    let mut parts: Vec<(usize, Vec<Vec<Value>>)> = Vec::with_capacity(answers.len());
+    let mut parts = Vec::with_capacity(answers.len());
     for (i, r) in answers {
         parts.push((i, partition_answer(r)?));
     }
     parts.sort_by_key(|(i, _)| *i);
-    Ok(parts.into_iter().flat_map(|(_, r)| r).collect())
+    Ok(parts.into_iter().map(|(_, r)| r).collect())
 }
 
 /// One partition's part of a scan. A failure while reading its rows (a
