@@ -76,6 +76,7 @@ pub fn run(a: ConsumeArgs) -> Result<(), String> {
         elapsed: start.map(|s| s.elapsed()).unwrap_or_default(),
         latency: histogram(),
         extra: vec![],
+        node: None,
     }
     .print(a.json);
     Ok(())

@@ -144,6 +144,7 @@ fn measure(a: &DiskArgs, file: &std::fs::File, size: usize) -> Result<(), String
         elapsed: start.elapsed(),
         latency,
         extra: vec![],
+        node: None,
     }
     .print(a.json);
     Ok(())

@@ -45,6 +45,8 @@ pub struct E2eArgs {
     pub json: bool,
     #[command(flatten)]
     pub client: crate::client::Properties,
+    #[command(flatten)]
+    pub node: crate::node_stats::NodeStats,
 }
 
 /// Nanoseconds since the run's clock started (shared by both sides).
@@ -137,6 +139,11 @@ pub fn run(a: E2eArgs) -> Result<(), String> {
         .create_with_context(ctx)
         .map_err(|e| e.to_string())?;
     let mut payload = vec![0u8; a.size.max(16)];
+    // Each record's send time by id, so every ack is timed, received or not
+    // (against the null broker nothing is received: its ack percentiles are
+    // what the client and the machine add without any storage).
+    let mut sent_at = Vec::with_capacity(total as usize);
+    a.node.reset()?;
     let start = Instant::now();
     for i in 0..total {
         // Pace without spinning (a spinning client would take a core from
@@ -147,8 +154,10 @@ pub fn run(a: E2eArgs) -> Result<(), String> {
         if due > now + Duration::from_micros(a.pace_us) {
             std::thread::sleep(due - now);
         }
+        let sent = nanos(epoch);
+        sent_at.push(sent);
         payload[0..8].copy_from_slice(&i.to_be_bytes());
-        payload[8..16].copy_from_slice(&nanos(epoch).to_be_bytes());
+        payload[8..16].copy_from_slice(&sent.to_be_bytes());
         let mut record: BaseRecord<(), [u8], Box<u64>> =
             BaseRecord::with_opaque_to(&a.topic, Box::new(i)).payload(&payload[..]);
         loop {
@@ -179,11 +188,15 @@ pub fn run(a: E2eArgs) -> Result<(), String> {
         )),
         None => None,
     };
+    for (id, ack) in acked.iter() {
+        if let Some(sent) = sent_at.get(*id as usize) {
+            let _ = ack_latency.record(((ack.saturating_sub(*sent)) / 1000).max(1));
+        }
+    }
     for (id, (sent, got)) in &received {
         let _ = e2e.record(((got.saturating_sub(*sent)) / 1000).max(1));
         if let Some(ack) = acked.get(id) {
             let _ = wake.record(((got.saturating_sub(*ack)) / 1000).max(1));
-            let _ = ack_latency.record(((ack.saturating_sub(*sent)) / 1000).max(1));
             if let Some(t) = timeline.as_mut() {
                 use std::io::Write;
                 writeln!(t, "{id} {sent} {ack} {got}").map_err(|e| e.to_string())?;
@@ -200,6 +213,7 @@ pub fn run(a: E2eArgs) -> Result<(), String> {
         elapsed,
         latency: e2e,
         extra: vec![("wake", wake), ("ack", ack_latency)],
+        node: a.node.read()?,
     }
     .print(a.json);
     Ok(())

@@ -5,6 +5,7 @@ mod client;
 mod consume;
 mod disk;
 mod e2e;
+mod node_stats;
 mod null_broker;
 mod produce;
 mod report;

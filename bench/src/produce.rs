@@ -49,6 +49,8 @@ pub struct ProduceArgs {
     pub json: bool,
     #[command(flatten)]
     pub client: crate::client::Properties,
+    #[command(flatten)]
+    pub node: crate::node_stats::NodeStats,
 }
 
 /// A JSON object value of exactly `size` bytes (at least its fixed part).
@@ -113,6 +115,7 @@ pub fn run(a: ProduceArgs) -> Result<(), String> {
         latency: Mutex::new(histogram()),
         failed: Default::default(),
     });
+    a.node.reset()?;
     let start = Instant::now();
     let per = a.messages / a.producers.max(1);
     let threads: Vec<_> = (0..a.producers.max(1))
@@ -182,6 +185,7 @@ pub fn run(a: ProduceArgs) -> Result<(), String> {
         elapsed,
         latency,
         extra: vec![],
+        node: a.node.read()?,
     }
     .print(a.json);
     if failed > 0 {

@@ -18,6 +18,8 @@ pub struct Report {
     pub latency: Histogram<u64>,
     /// Extra histograms by name (e2e: the long-poll wake latency).
     pub extra: Vec<(&'static str, Histogram<u64>)>,
+    /// The node's own percentiles over the run (`--node-stats`).
+    pub node: Option<serde_json::Value>,
 }
 
 fn percentiles(h: &Histogram<u64>) -> serde_json::Value {
@@ -57,6 +59,15 @@ impl Report {
                 h.max()
             );
         }
+        if let Some(node) = &self.node {
+            for name in ["produce", "flush_write", "flush_sync"] {
+                let p = &node[name];
+                eprintln!(
+                    "{}: node {name} µs p50 {} p99 {} p99.9 {} max {} ({} timed)",
+                    self.workload, p["p50"], p["p99"], p["p999"], p["max"], p["count"]
+                );
+            }
+        }
         if json {
             let mut obj = serde_json::json!({
                 "workload": self.workload,
@@ -69,6 +80,9 @@ impl Report {
             });
             for (name, h) in &self.extra {
                 obj[format!("{name}_us")] = percentiles(h);
+            }
+            if let Some(node) = &self.node {
+                obj["node_us"] = node.clone();
             }
             println!("{obj}");
         }

@@ -9,6 +9,7 @@
 //! - [`groups`]: consumer groups: membership, rebalances, durable offsets.
 //! - [`producer_ids`]: producer ids unique across restarts (catalog shard).
 //! - [`error`]: Kafka error codes.
+//! - [`latency`]: per-shard latency histograms (produce, flush write, sync).
 //! - [`sql`]: SQL statements over the tables (`POST /sql`).
 //! - [`table`]: typed tables: schemas, records to rows, scans for SQL.
 
@@ -18,6 +19,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod groups;
+pub mod latency;
 pub mod partition;
 pub mod producer_ids;
 pub mod shard;

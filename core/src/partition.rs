@@ -13,6 +13,7 @@ use weir_storage::{Appended, Chunks, PartitionLog};
 use crate::cache::{CachedBatch, PartitionCache, TailCache};
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
+use crate::latency::Latencies;
 use crate::table::schema::TableSchema;
 
 /// The result of a successful produce to one partition.
@@ -48,10 +49,18 @@ pub struct Partition {
     zeroing: Cell<bool>,
     /// A keyed table's current rows, built from the log by SQL scans.
     pub keyed: RefCell<crate::table::scan::KeyedRows>,
+    /// The owning shard's histograms (flush times go there).
+    latency: Rc<Latencies>,
 }
 
 impl Partition {
-    pub fn new(topic: String, index: i32, log: PartitionLog, max_flushes: usize) -> Partition {
+    pub fn new(
+        topic: String,
+        index: i32,
+        log: PartitionLog,
+        max_flushes: usize,
+        latency: Rc<Latencies>,
+    ) -> Partition {
         Partition {
             topic,
             index,
@@ -63,6 +72,7 @@ impl Partition {
             max_flushes: max_flushes.max(1),
             zeroing: Cell::new(false),
             keyed: RefCell::new(Default::default()),
+            latency,
         }
     }
 
@@ -199,6 +209,9 @@ impl Partition {
             loop {
                 let result = p.log.flush().await;
                 let failed = result.is_err();
+                if let Some((write, sync)) = p.log.take_flush_times() {
+                    p.latency.flush(write, sync);
+                }
                 p.complete(result.map_err(KafkaError::from));
                 // After a failure the staged data waits for the next append,
                 // which retries the flush before appending more.
@@ -339,7 +352,7 @@ mod tests {
                 let log = PartitionLog::open(&d, LogConfig::default(), 0)
                     .await
                     .unwrap();
-                let p = Rc::new(Partition::new("t".into(), 0, log, 2));
+                let p = Rc::new(Partition::new("t".into(), 0, log, 2, Default::default()));
                 let cache = RefCell::new(TailCache::new(1 << 20));
                 for i in 0..300i64 {
                     let batch = build_batch(&[(None, Some(b"v"))], i);

@@ -69,6 +69,8 @@ pub struct ShardStats {
     /// Jobs this shard sent to another shard (`invoke_on`): the cross-core
     /// hops its requests cost.
     pub hops_sent: std::cell::Cell<u64>,
+    /// How long produce requests, flush writes and syncs take here.
+    pub latency: Rc<crate::latency::Latencies>,
 }
 
 /// A snapshot of one shard's counters.
@@ -83,6 +85,7 @@ pub struct ShardReport {
     pub connections: u64,
     pub hops_sent: u64,
     pub cache_bytes: usize,
+    pub latency_us: crate::latency::LatencyReport,
 }
 
 /// One config change of an IncrementalAlterConfigs request.
@@ -147,7 +150,26 @@ impl Shard {
             connections: self.stats.connections.get(),
             hops_sent: self.stats.hops_sent.get(),
             cache_bytes: self.cache.borrow().bytes(),
+            latency_us: self.stats.latency.report(),
         }
+    }
+
+    /// Every shard's latency histograms merged (`GET /stats/latency`).
+    pub async fn latency(self: &Rc<Self>) -> crate::latency::LatencyReport {
+        let all = (0..self.nr_shards)
+            .map(|i| self.send_job(i, |s| async move { s.stats.latency.snapshot() }));
+        let mut total = crate::latency::Snapshot::default();
+        for snapshot in join_all(all).await.into_iter().flatten() {
+            total.merge(&snapshot);
+        }
+        total.report()
+    }
+
+    /// Empties every shard's latency histograms (`POST /stats/reset`).
+    pub async fn reset_latencies(self: &Rc<Self>) {
+        let all = (0..self.nr_shards)
+            .map(|i| self.send_job(i, |s| async move { s.stats.latency.reset() }));
+        join_all(all).await;
     }
 
     /// Every shard's counters, gathered over the mesh (hops not counted, so
@@ -779,6 +801,7 @@ impl Shard {
                     p as i32,
                     log,
                     self.config.flushes_in_flight,
+                    self.stats.latency.clone(),
                 ));
                 self.partitions.borrow_mut().insert(key, part);
             }

@@ -7,6 +7,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::rc::Rc;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader};
@@ -17,6 +18,9 @@ use weir_core::Shard;
 
 use crate::codec::{decode_request, encode_response, encode_response_chunks, Decoded};
 use crate::handlers::{self, api_versions};
+
+/// A request's encoded answer (none for acks=0 produce), when it is ready.
+type Answer = glommio::task::JoinHandle<Option<Vec<Bytes>>>;
 
 /// Read buffer per connection.
 const READ_BUFFER_BYTES: usize = 64 << 10;
@@ -155,14 +159,22 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         return;
     }
     let mut writer = unsafe { TcpStream::from_raw_fd(fd) };
-    let (tx, rx) = local_channel::new_bounded::<glommio::task::JoinHandle<Option<Vec<Bytes>>>>(
+    // Each request's answer to come, in arrival order, and for a produce
+    // request the time its last byte was read (for the shard's histogram).
+    let (tx, rx) = local_channel::new_bounded::<(Option<Instant>, Answer)>(
         shard.config.max_in_flight_per_connection,
     );
+    let latency = shard.stats.latency.clone();
     let write_task = glommio::spawn_local(async move {
-        while let Some(pending) = rx.recv().await {
+        while let Some((read_at, pending)) = rx.recv().await {
             let Some(Some(chunks)) = pending.await else {
                 continue;
             };
+            // Timed up to the send: a loopback send runs the receiver's
+            // wake-up inline, which is the client's time, not the node's.
+            if let Some(t) = read_at {
+                latency.produce(t.elapsed());
+            }
             if let Err(e) = write_chunks(&mut writer, fd, &chunks).await {
                 log::debug!("write failed: {e}");
                 return;
@@ -186,6 +198,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         let Ok(frame) = read_frame(&mut reader, read_fd, len as usize).await else {
             break;
         };
+        let read_at = Instant::now();
         let decoded = match decode_request(frame.freeze()) {
             Ok(d) => d,
             Err(e) => {
@@ -194,6 +207,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             }
         };
         shard.stats.requests.set(shard.stats.requests.get() + 1);
+        let produce = matches!(&decoded, Decoded::Request(r) if r.api_key == ApiKey::Produce);
         let s = shard.clone();
         let client_host = client_host.clone();
         let task = glommio::spawn_local(async move {
@@ -221,7 +235,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             }
         })
         .detach();
-        if tx.send(task).await.is_err() {
+        if tx.send((produce.then_some(read_at), task)).await.is_err() {
             break;
         }
     }

@@ -109,7 +109,8 @@ impl Drop for CancelOnDrop {
 }
 
 /// A small HTTP/1.1 endpoint: `GET /health`, `GET /stats` (every shard's
-/// counters), `POST /sql` (statements in the body; the last one's rows as a
+/// counters and latency histograms), `GET /stats/latency` (all shards'
+/// histograms merged), `POST /stats/reset` (empties them), `POST /sql` (statements in the body; the last one's rows as a
 /// JSON array, or `{"error": ...}`).
 async fn serve_http(shard: Rc<Shard>, listener: TcpListener) {
     loop {
@@ -179,6 +180,14 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
             "200 OK",
             serde_json::to_vec(&shard.reports().await).unwrap_or_default(),
         ),
+        ("GET", "/stats/latency") => (
+            "200 OK",
+            serde_json::to_vec(&shard.latency().await).unwrap_or_default(),
+        ),
+        ("POST", "/stats/reset") => {
+            shard.reset_latencies().await;
+            ("200 OK", b"{\"reset\":\"latency_us\"}".to_vec())
+        }
         ("POST", "/sql") => {
             let len: usize = header(&head_text, "content-length")
                 .and_then(|v| v.parse().ok())

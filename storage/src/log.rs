@@ -112,6 +112,9 @@ pub struct PartitionLog {
     zeroing: Cell<Option<(i64, u64)>>,
     /// Bytes the last flush wrote (zeroing ahead pays off for small ones).
     last_flush_bytes: Cell<u64>,
+    /// How long the last flush that wrote or synced anything spent in its
+    /// writes and in its syncs, until taken (for the shard's histograms).
+    last_flush_times: Cell<Option<(std::time::Duration, std::time::Duration)>>,
     /// Idempotent producers' recent sequences.
     producers: RefCell<ProducerStates>,
     /// One read ahead for the latest sequential reader from disk.
@@ -232,6 +235,7 @@ impl PartitionLog {
             zero_lock: Semaphore::new(1),
             zeroing: Cell::new(None),
             last_flush_bytes: Cell::new(0),
+            last_flush_times: Cell::new(None),
             producers: RefCell::new(producers),
             readahead: RefCell::new(None),
         })
@@ -411,6 +415,12 @@ impl PartitionLog {
     /// own flush only, and one slow sync does not hold back the flushes
     /// after it. A sync covers every write completed before it was issued,
     /// so whichever sync completes moves the high watermark to the end its
+    /// How long the last flush spent writing and syncing, once: `None` if
+    /// it found nothing to do or its times were taken already.
+    pub fn take_flush_times(&self) -> Option<(std::time::Duration, std::time::Duration)> {
+        self.last_flush_times.take()
+    }
+
     /// flush wrote.
     pub async fn flush(&self) -> Result<i64, StorageError> {
         let write_permit = self
@@ -476,6 +486,7 @@ impl PartitionLog {
             .map(|s| (s.base, s.file.clone(), s.written_size))
             .collect();
         drop(write_permit);
+        let written = std::time::Instant::now();
         for (base, file, _) in &syncs {
             if let Err(e) = file.fdatasync().await {
                 let why = format!("syncing segment {base} in {}: {e}", self.dir.display());
@@ -486,6 +497,8 @@ impl PartitionLog {
                 return Err(err);
             }
         }
+        self.last_flush_times
+            .set(Some((written - t0, written.elapsed())));
         log::trace!(
             "flush of {} to {} took {:?}",
             self.dir.display(),

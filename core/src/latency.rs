@@ -1,0 +1,194 @@
+//! Latency histograms of one shard's work, for `GET /stats`: how long the
+//! node itself takes, so a benchmark's client-side percentiles can be split
+//! into the node's part and the rest (client, scheduler, network).
+//!
+//! - `produce`: a produce request (acks 1 or all) on the shard whose
+//!   connection took it, from its last byte read to its response ready to
+//!   send (Kafka's `TotalTimeMs` for Produce without the queueing before
+//!   the read and the send after: both are spent as much by the client).
+//! - `flush_write`, `flush_sync`: a partition flush's direct write(s) and
+//!   its fdatasync(s), on the partition's owner.
+//!
+//! Cumulative since start or since the last `POST /stats/reset`; each
+//! shard's are in `GET /stats`, all shards' merged in `GET /stats/latency`.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// The longest time recorded as itself (longer ones are clamped to it).
+const MAX_MICROS: u64 = 60_000_000;
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_MICROS, 3).expect("valid histogram bounds")
+}
+
+fn record(h: &RefCell<Histogram<u64>>, d: Duration) {
+    let us = (d.as_micros() as u64).clamp(1, MAX_MICROS);
+    h.borrow_mut().record(us).expect("clamped into bounds");
+}
+
+/// One shard's histograms.
+pub struct Latencies {
+    produce: RefCell<Histogram<u64>>,
+    flush_write: RefCell<Histogram<u64>>,
+    flush_sync: RefCell<Histogram<u64>>,
+}
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies {
+            produce: RefCell::new(histogram()),
+            flush_write: RefCell::new(histogram()),
+            flush_sync: RefCell::new(histogram()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Latencies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Latencies").finish_non_exhaustive()
+    }
+}
+
+/// Percentiles of one histogram, in microseconds.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+impl Percentiles {
+    fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            count: h.len(),
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+/// A snapshot of one shard's histograms.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct LatencyReport {
+    pub produce: Percentiles,
+    pub flush_write: Percentiles,
+    pub flush_sync: Percentiles,
+}
+
+/// Histograms copied out of a shard (or merged from several).
+#[derive(Clone)]
+pub struct Snapshot {
+    produce: Histogram<u64>,
+    flush_write: Histogram<u64>,
+    flush_sync: Histogram<u64>,
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        Snapshot {
+            produce: histogram(),
+            flush_write: histogram(),
+            flush_sync: histogram(),
+        }
+    }
+}
+
+impl Snapshot {
+    /// Adds another shard's records (same bounds, so this cannot fail).
+    pub fn merge(&mut self, other: &Snapshot) {
+        self.produce.add(&other.produce).expect("same bounds");
+        self.flush_write
+            .add(&other.flush_write)
+            .expect("same bounds");
+        self.flush_sync.add(&other.flush_sync).expect("same bounds");
+    }
+
+    pub fn report(&self) -> LatencyReport {
+        LatencyReport {
+            produce: Percentiles::of(&self.produce),
+            flush_write: Percentiles::of(&self.flush_write),
+            flush_sync: Percentiles::of(&self.flush_sync),
+        }
+    }
+}
+
+impl Latencies {
+    pub fn produce(&self, d: Duration) {
+        record(&self.produce, d);
+    }
+
+    /// One flush: its writes took `write`, its syncs `sync`.
+    pub fn flush(&self, write: Duration, sync: Duration) {
+        record(&self.flush_write, write);
+        record(&self.flush_sync, sync);
+    }
+
+    pub fn report(&self) -> LatencyReport {
+        self.snapshot().report()
+    }
+
+    /// A copy of the histograms, to merge with other shards'.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            produce: self.produce.borrow().clone(),
+            flush_write: self.flush_write.borrow().clone(),
+            flush_sync: self.flush_sync.borrow().clone(),
+        }
+    }
+
+    pub fn reset(&self) {
+        self.produce.borrow_mut().reset();
+        self.flush_write.borrow_mut().reset();
+        self.flush_sync.borrow_mut().reset();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_follow_what_was_recorded_and_reset_empties() {
+        let l = Latencies::default();
+        assert_eq!(l.report().produce, Percentiles::default());
+        for us in 1..=1000u64 {
+            l.produce(Duration::from_micros(us));
+        }
+        l.flush(Duration::from_micros(200), Duration::from_secs(3600));
+        let r = l.report();
+        assert_eq!(r.produce.count, 1000);
+        // hdrhistogram keeps 3 significant figures.
+        assert!((499..=501).contains(&r.produce.p50), "{:?}", r.produce);
+        assert!((989..=991).contains(&r.produce.p99), "{:?}", r.produce);
+        assert_eq!(r.produce.max, 1000);
+        assert_eq!(r.flush_write.count, 1);
+        assert!((199..=201).contains(&r.flush_write.max));
+        // Past the bound: clamped, not lost.
+        assert_eq!(r.flush_sync.count, 1);
+        assert!(r.flush_sync.max >= MAX_MICROS - MAX_MICROS / 1000);
+        // Merged with another shard's: counts add up, the max is the larger.
+        let other = Latencies::default();
+        other.produce(Duration::from_micros(5000));
+        let mut merged = l.snapshot();
+        merged.merge(&other.snapshot());
+        let m = merged.report();
+        assert_eq!(m.produce.count, 1001);
+        assert!((4995..=5005).contains(&m.produce.max), "{:?}", m.produce);
+        assert_eq!(m.flush_write.count, 1);
+        l.reset();
+        assert_eq!(l.report().produce.count, 0);
+        assert_eq!(l.report().flush_sync.count, 0);
+    }
+}
