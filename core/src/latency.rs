@@ -24,32 +24,9 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_MICROS, 3).expect("valid histogram bounds")
 }
 
-fn record(h: &RefCell<Histogram<u64>>, d: Duration) {
+fn record(h: &mut Histogram<u64>, d: Duration) {
     let us = (d.as_micros() as u64).clamp(1, MAX_MICROS);
-    h.borrow_mut().record(us).expect("clamped into bounds");
-}
-
-/// One shard's histograms.
-pub struct Latencies {
-    produce: RefCell<Histogram<u64>>,
-    flush_write: RefCell<Histogram<u64>>,
-    flush_sync: RefCell<Histogram<u64>>,
-}
-
-impl Default for Latencies {
-    fn default() -> Self {
-        Latencies {
-            produce: RefCell::new(histogram()),
-            flush_write: RefCell::new(histogram()),
-            flush_sync: RefCell::new(histogram()),
-        }
-    }
-}
-
-impl std::fmt::Debug for Latencies {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Latencies").finish_non_exhaustive()
-    }
+    h.record(us).expect("clamped into bounds");
 }
 
 /// Percentiles of one histogram, in microseconds.
@@ -79,7 +56,7 @@ impl Percentiles {
     }
 }
 
-/// A snapshot of one shard's histograms.
+/// What `/stats` shows of the histograms.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct LatencyReport {
     pub produce: Percentiles,
@@ -87,17 +64,17 @@ pub struct LatencyReport {
     pub flush_sync: Percentiles,
 }
 
-/// Histograms copied out of a shard (or merged from several).
+/// The histograms: one shard's, or several shards' merged.
 #[derive(Clone)]
-pub struct Snapshot {
+pub struct Histograms {
     produce: Histogram<u64>,
     flush_write: Histogram<u64>,
     flush_sync: Histogram<u64>,
 }
 
-impl Default for Snapshot {
+impl Default for Histograms {
     fn default() -> Self {
-        Snapshot {
+        Histograms {
             produce: histogram(),
             flush_write: histogram(),
             flush_sync: histogram(),
@@ -105,9 +82,9 @@ impl Default for Snapshot {
     }
 }
 
-impl Snapshot {
+impl Histograms {
     /// Adds another shard's records (same bounds, so this cannot fail).
-    pub fn merge(&mut self, other: &Snapshot) {
+    pub fn merge(&mut self, other: &Histograms) {
         self.produce.add(&other.produce).expect("same bounds");
         self.flush_write
             .add(&other.flush_write)
@@ -124,34 +101,39 @@ impl Snapshot {
     }
 }
 
+/// One shard's histograms, recorded as it works.
+#[derive(Default)]
+pub struct Latencies(RefCell<Histograms>);
+
+impl std::fmt::Debug for Latencies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Latencies").finish_non_exhaustive()
+    }
+}
+
 impl Latencies {
     pub fn produce(&self, d: Duration) {
-        record(&self.produce, d);
+        record(&mut self.0.borrow_mut().produce, d);
     }
 
     /// One flush: its writes took `write`, its syncs `sync`.
     pub fn flush(&self, write: Duration, sync: Duration) {
-        record(&self.flush_write, write);
-        record(&self.flush_sync, sync);
+        let mut h = self.0.borrow_mut();
+        record(&mut h.flush_write, write);
+        record(&mut h.flush_sync, sync);
     }
 
     pub fn report(&self) -> LatencyReport {
-        self.snapshot().report()
+        self.0.borrow().report()
     }
 
-    /// A copy of the histograms, to merge with other shards'.
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            produce: self.produce.borrow().clone(),
-            flush_write: self.flush_write.borrow().clone(),
-            flush_sync: self.flush_sync.borrow().clone(),
-        }
+    /// A copy, to merge with other shards'.
+    pub fn snapshot(&self) -> Histograms {
+        self.0.borrow().clone()
     }
 
     pub fn reset(&self) {
-        self.produce.borrow_mut().reset();
-        self.flush_write.borrow_mut().reset();
-        self.flush_sync.borrow_mut().reset();
+        *self.0.borrow_mut() = Histograms::default();
     }
 }
 

@@ -158,7 +158,7 @@ impl Shard {
     pub async fn latency(self: &Rc<Self>) -> crate::latency::LatencyReport {
         let all = (0..self.nr_shards)
             .map(|i| self.send_job(i, |s| async move { s.stats.latency.snapshot() }));
-        let mut total = crate::latency::Snapshot::default();
+        let mut total = crate::latency::Histograms::default();
         for snapshot in join_all(all).await.into_iter().flatten() {
             total.merge(&snapshot);
         }
