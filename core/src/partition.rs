@@ -207,11 +207,13 @@ impl Partition {
         let p = self.clone();
         glommio::spawn_local(async move {
             loop {
-                let result = p.log.flush().await;
+                let result = p.log.flush_timed().await.map(|(hw, times)| {
+                    if let Some(t) = times {
+                        p.latency.flush(t.write, t.sync);
+                    }
+                    hw
+                });
                 let failed = result.is_err();
-                if let Some((write, sync)) = p.log.take_flush_times() {
-                    p.latency.flush(write, sync);
-                }
                 p.complete(result.map_err(KafkaError::from));
                 // After a failure the staged data waits for the next append,
                 // which retries the flush before appending more.

@@ -110,8 +110,9 @@ impl Drop for CancelOnDrop {
 
 /// A small HTTP/1.1 endpoint: `GET /health`, `GET /stats` (every shard's
 /// counters and latency histograms), `GET /stats/latency` (all shards'
-/// histograms merged), `POST /stats/reset` (empties them), `POST /sql` (statements in the body; the last one's rows as a
-/// JSON array, or `{"error": ...}`).
+/// histograms merged), `POST /stats/reset` (empties them), `POST /sql`
+/// (statements in the body; the last one's rows as a JSON array, or
+/// `{"error": ...}`).
 async fn serve_http(shard: Rc<Shard>, listener: TcpListener) {
     loop {
         let Ok(stream) = listener.accept().await else {

@@ -95,6 +95,13 @@ impl LogState {
     }
 }
 
+/// How long one flush spent in its direct writes and in its fdatasyncs.
+#[derive(Debug, Clone, Copy)]
+pub struct FlushTimes {
+    pub write: std::time::Duration,
+    pub sync: std::time::Duration,
+}
+
 /// One partition's log. Lives on the shard that owns the partition.
 pub struct PartitionLog {
     dir: PathBuf,
@@ -112,9 +119,6 @@ pub struct PartitionLog {
     zeroing: Cell<Option<(i64, u64)>>,
     /// Bytes the last flush wrote (zeroing ahead pays off for small ones).
     last_flush_bytes: Cell<u64>,
-    /// How long the last flush that wrote or synced anything spent in its
-    /// writes and in its syncs, until taken (for the shard's histograms).
-    last_flush_times: Cell<Option<(std::time::Duration, std::time::Duration)>>,
     /// Idempotent producers' recent sequences.
     producers: RefCell<ProducerStates>,
     /// One read ahead for the latest sequential reader from disk.
@@ -235,7 +239,6 @@ impl PartitionLog {
             zero_lock: Semaphore::new(1),
             zeroing: Cell::new(None),
             last_flush_bytes: Cell::new(0),
-            last_flush_times: Cell::new(None),
             producers: RefCell::new(producers),
             readahead: RefCell::new(None),
         })
@@ -415,14 +418,14 @@ impl PartitionLog {
     /// own flush only, and one slow sync does not hold back the flushes
     /// after it. A sync covers every write completed before it was issued,
     /// so whichever sync completes moves the high watermark to the end its
-    /// How long the last flush spent writing and syncing, once: `None` if
-    /// it found nothing to do or its times were taken already.
-    pub fn take_flush_times(&self) -> Option<(std::time::Duration, std::time::Duration)> {
-        self.last_flush_times.take()
-    }
-
     /// flush wrote.
     pub async fn flush(&self) -> Result<i64, StorageError> {
+        self.flush_timed().await.map(|(hw, _)| hw)
+    }
+
+    /// `flush`, and how long its writes and syncs took (`None` when there
+    /// was nothing to flush).
+    pub async fn flush_timed(&self) -> Result<(i64, Option<FlushTimes>), StorageError> {
         let write_permit = self
             .write_lock
             .acquire_permit(1)
@@ -433,7 +436,7 @@ impl PartitionLog {
         let (jobs, target) = {
             let st = self.state.borrow();
             if st.durable_offset == st.next_offset {
-                return Ok(st.durable_offset);
+                return Ok((st.durable_offset, None));
             }
             let mut jobs: Vec<_> = st
                 .unsealed()
@@ -497,8 +500,10 @@ impl PartitionLog {
                 return Err(err);
             }
         }
-        self.last_flush_times
-            .set(Some((written - t0, written.elapsed())));
+        let times = FlushTimes {
+            write: written - t0,
+            sync: written.elapsed(),
+        };
         log::trace!(
             "flush of {} to {} took {:?}",
             self.dir.display(),
@@ -516,7 +521,7 @@ impl PartitionLog {
             st.durable_offset = st.durable_offset.max(target);
         }
         self.seal_inactive().await?;
-        Ok(self.high_watermark())
+        Ok((self.high_watermark(), Some(times)))
     }
 
     /// Writes one piece of zeros ahead of the active segment's end, so later
