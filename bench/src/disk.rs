@@ -5,7 +5,8 @@
 //! throughput. `--mode zeroed` writes into blocks written before (weir's
 //! zeroing ahead), `preallocated` into fallocated space (ext4 marks it
 //! unwritten, so each fdatasync also writes the extent tree), `append`
-//! extends the file.
+//! extends the file. `--dsync` opens the file O_DSYNC and issues no
+//! fdatasync (each write is durable on return), as weir writes segments.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -29,6 +30,9 @@ pub struct DiskArgs {
     pub seconds: u64,
     #[arg(long, value_parser = ["zeroed", "preallocated", "append"], default_value = "zeroed")]
     pub mode: String,
+    /// Write with O_DSYNC instead of a write and an fdatasync.
+    #[arg(long)]
+    pub dsync: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -73,7 +77,7 @@ pub fn run(a: DiskArgs) -> Result<(), String> {
         .read(true)
         .write(true)
         .create_new(true)
-        .custom_flags(libc::O_DIRECT)
+        .custom_flags(libc::O_DIRECT | if a.dsync { libc::O_DSYNC } else { 0 })
         .open(&path)
         .map_err(|e| format!("creating {}: {e}", path.display()))?;
     let result = measure(&a, &file, size);
@@ -132,7 +136,9 @@ fn measure(a: &DiskArgs, file: &std::fs::File, size: usize) -> Result<(), String
         }
         let t0 = Instant::now();
         file.write_all_at(buf.bytes(), pos).map_err(io)?;
-        file.sync_data().map_err(io)?;
+        if !a.dsync {
+            file.sync_data().map_err(io)?;
+        }
         latency.record(t0.elapsed().as_micros().max(1) as u64).ok();
         pos += size as u64;
         done += 1;
