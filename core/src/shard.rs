@@ -899,6 +899,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
             config.data_dir.display()
         )
     })?;
+    let lock = lock_data_dir(&config.data_dir)?;
     let catalog = Arc::new(Catalog::load_or_create(&config.data_dir, config.shards)?);
     let config = Arc::new(config);
     let stopping = Arc::new(AtomicBool::new(false));
@@ -1035,13 +1036,42 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
             }
         }
     }
-    Ok(Node { handles, stopping })
+    Ok(Node {
+        handles,
+        stopping,
+        _lock: lock,
+    })
 }
 
-/// A running node: its executor threads and the stop flag they watch.
+/// Takes `DATA/.lock` (an exclusive `flock`, as Kafka locks each log
+/// directory): two nodes writing one data directory would overwrite each
+/// other's segments. The kernel drops the lock when the process ends, however
+/// it ends, so a crash leaves nothing to clean up.
+fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, String> {
+    let path = dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "data directory {} is in use by another process (it holds {})",
+            dir.display(),
+            path.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", path.display())),
+    }
+}
+
+/// A running node: its executor threads, the stop flag they watch, and the
+/// data directory's lock (held until the node is dropped).
 pub struct Node {
     handles: Vec<glommio::ExecutorJoinHandle<()>>,
     stopping: Arc<AtomicBool>,
+    _lock: std::fs::File,
 }
 
 impl Node {

@@ -29,3 +29,19 @@ def test_memlock_too_low(tmp_path):
     assert r.returncode != 0
     assert "ulimit -l" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_data_directory_of_a_running_node(node):
+    # A second node on the same data directory (on ports of its own) would
+    # overwrite the first one's segments: it must refuse to start, and the
+    # first keeps serving.
+    r = run([str(node.data_dir), "--kafka", f"127.0.0.1:{free_port()}", "--addr", f"127.0.0.1:{free_port()}"])
+    assert r.returncode != 0
+    assert "in use by another process" in r.stderr and ".lock" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert node.stats(), "the first node stopped answering"
+    # The lock goes with the process: after the first node stops, a new one
+    # on the same directory starts.
+    node.stop()
+    node.start()
+    assert node.stats()
