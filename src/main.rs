@@ -100,6 +100,11 @@ struct ServeArgs {
     /// clients on the same machine; measured worse on 2 shared cores.
     #[arg(long, default_value_t = 0)]
     spin_before_park_us: u64,
+    /// Flushes each partition keeps in flight: writes go one after another,
+    /// fdatasyncs overlap, so a batch that arrives during a sync is written
+    /// and synced at once (1: each flush waits for the previous one).
+    #[arg(long, default_value_t = 2)]
+    flushes_in_flight: usize,
     /// How often retention runs, in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     retention_check_ms: u64,
@@ -170,6 +175,7 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
         }
         cfg.shard_port_base = Some(base);
     }
+    cfg.flushes_in_flight = args.flushes_in_flight.max(1);
     cfg.auto_create_topics = args.auto_create_topics;
     cfg.default_partitions = args.default_partitions.max(1);
     cfg.max_request_bytes = args.max_request_bytes;

@@ -6,7 +6,8 @@
 //! zeroing ahead), `preallocated` into fallocated space (ext4 marks it
 //! unwritten, so each fdatasync also writes the extent tree), `append`
 //! extends the file. `--dsync` opens the file O_DSYNC and issues no
-//! fdatasync (each write is durable on return), as weir writes segments.
+//! fdatasync (each write is durable on return): one operation instead of
+//! two, as weir tried for segments (bench/README.md, session 7).
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};

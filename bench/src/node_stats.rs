@@ -10,7 +10,7 @@ use std::time::Duration;
 pub struct NodeStats {
     /// weir's HTTP address (HOST:PORT, as `weir serve --addr`): its latency
     /// histograms are reset before the run and reported after it (produce
-    /// request time on the node and flush times).
+    /// request time on the node, flush write and fdatasync times).
     #[arg(long, value_name = "HOST:PORT")]
     pub node_stats: Option<String>,
 }

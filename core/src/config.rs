@@ -36,6 +36,9 @@ pub struct NodeConfig {
     pub sql_max_scan_bytes: usize,
     /// Capacity of each cross-shard channel (messages).
     pub mesh_capacity: usize,
+    /// Flushes a partition keeps in flight: their writes go one after
+    /// another, their fdatasyncs overlap.
+    pub flushes_in_flight: usize,
     /// How often each shard applies retention.
     pub retention_check_interval: Duration,
     /// The node id clients see (the one broker, unless `shard_port_base`).
@@ -120,6 +123,7 @@ impl NodeConfig {
             cache_bytes_per_shard: 256 << 20,
             sql_max_scan_bytes: 1 << 30,
             mesh_capacity: 1024,
+            flushes_in_flight: 2,
             retention_check_interval: Duration::from_secs(30),
             node_id: 0,
             shard_port_base: None,

@@ -41,9 +41,10 @@ pub struct Partition {
     acks: RefCell<Vec<AckWaiter>>,
     /// Fetches waiting for the high watermark to move.
     waiters: RefCell<Vec<oneshot::Sender<()>>>,
-    /// Whether the flusher task runs (one per partition: flushes are
-    /// serialised in the log anyway).
-    flushing: Cell<bool>,
+    /// Flushes in flight (their writes serialised, their syncs overlapping).
+    flushing: Cell<usize>,
+    /// The most flushes in flight (`NodeConfig::flushes_in_flight`).
+    max_flushes: usize,
     /// Whether the task writing zeros ahead runs.
     zeroing: Cell<bool>,
     /// A keyed table's current rows, built from the log by SQL scans.
@@ -53,7 +54,13 @@ pub struct Partition {
 }
 
 impl Partition {
-    pub fn new(topic: String, index: i32, log: PartitionLog, latency: Rc<Latencies>) -> Partition {
+    pub fn new(
+        topic: String,
+        index: i32,
+        log: PartitionLog,
+        max_flushes: usize,
+        latency: Rc<Latencies>,
+    ) -> Partition {
         Partition {
             topic,
             index,
@@ -61,7 +68,8 @@ impl Partition {
             cache: Rc::new(PartitionCache::default()),
             acks: RefCell::new(Vec::new()),
             waiters: RefCell::new(Vec::new()),
-            flushing: Cell::new(false),
+            flushing: Cell::new(0),
+            max_flushes: max_flushes.max(1),
             zeroing: Cell::new(false),
             keyed: RefCell::new(Default::default()),
             latency,
@@ -185,19 +193,23 @@ impl Partition {
         Ok(appended)
     }
 
-    /// Starts the flusher unless it runs: it flushes until nothing is left
-    /// to make durable, so one flush covers every batch appended while the
-    /// previous one was in flight (group commit).
+    /// Starts a flusher unless `max_flushes` run: it writes and syncs until
+    /// nothing is left unwritten, so one fdatasync covers every batch
+    /// appended meanwhile. A second flusher starts when batches arrive
+    /// while the first one syncs: it writes them and syncs at once instead
+    /// of waiting for the first sync to end.
     fn schedule_flush(self: &Rc<Self>) {
-        if self.flushing.replace(true) {
+        let running = self.flushing.get();
+        if running >= self.max_flushes {
             return;
         }
+        self.flushing.set(running + 1);
         let p = self.clone();
         glommio::spawn_local(async move {
             loop {
-                let result = p.log.flush_timed().await.map(|(hw, took)| {
-                    if let Some(d) = took {
-                        p.latency.flush(d);
+                let result = p.log.flush_timed().await.map(|(hw, times)| {
+                    if let Some(t) = times {
+                        p.latency.flush(t.write, t.sync);
                     }
                     hw
                 });
@@ -209,14 +221,14 @@ impl Partition {
                     break;
                 }
                 p.schedule_zeroing();
-                // Batches that arrived meanwhile found the flusher running
+                // Batches that arrived meanwhile found this flusher counted
                 // and started none: it must take them. No await between this
-                // check and the flag going down.
+                // check and the count going down.
                 if !p.log.has_unwritten() {
                     break;
                 }
             }
-            p.flushing.set(false);
+            p.flushing.set(p.flushing.get() - 1);
         })
         .detach();
     }
@@ -342,7 +354,7 @@ mod tests {
                 let log = PartitionLog::open(&d, LogConfig::default(), 0)
                     .await
                     .unwrap();
-                let p = Rc::new(Partition::new("t".into(), 0, log, Default::default()));
+                let p = Rc::new(Partition::new("t".into(), 0, log, 2, Default::default()));
                 let cache = RefCell::new(TailCache::new(1 << 20));
                 for i in 0..300i64 {
                     let batch = build_batch(&[(None, Some(b"v"))], i);

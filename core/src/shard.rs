@@ -800,6 +800,7 @@ impl Shard {
                     t.name.clone(),
                     p as i32,
                     log,
+                    self.config.flushes_in_flight,
                     self.stats.latency.clone(),
                 ));
                 self.partitions.borrow_mut().insert(key, part);

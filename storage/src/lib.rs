@@ -22,7 +22,7 @@ pub mod records;
 pub mod segment;
 
 pub use chunks::Chunks;
-pub use log::{Appended, LogConfig, PartitionLog, ReadResult};
+pub use log::{Appended, FlushTimes, LogConfig, PartitionLog, ReadResult};
 
 /// What can go wrong in storage.
 #[derive(Debug, Clone, PartialEq, Eq)]

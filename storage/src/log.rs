@@ -3,14 +3,13 @@
 //!
 //! A `PartitionLog` lives on the shard that owns its partition and is only
 //! touched there (it is `!Send`). Offsets are dense: each record takes one.
-//! Everything below `durable_offset` (the high watermark) is on stable
-//! storage (written with O_DSYNC, see `segment`); readers never see past it.
+//! Everything below `durable_offset` (the high watermark) is fdatasync'ed;
+//! readers never see past it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use glommio::sync::Semaphore;
@@ -85,11 +84,22 @@ struct LogState {
 impl LogState {
     /// The segments not yet sealed, newest first. Segments become durable in
     /// offset order and are sealed oldest first, so these are the log's
-    /// last few: the only ones a flush writes or seals. A flush need
+    /// last few: the only ones a flush writes, syncs or seals. A flush need
     /// not walk a long log's sealed segments.
     fn unsealed(&self) -> impl Iterator<Item = &Segment> {
         self.segments.values().rev().take_while(|s| !s.sealed)
     }
+
+    fn unsealed_mut(&mut self) -> impl Iterator<Item = &mut Segment> {
+        self.segments.values_mut().rev().take_while(|s| !s.sealed)
+    }
+}
+
+/// How long one flush spent in its direct writes and in its fdatasyncs.
+#[derive(Debug, Clone, Copy)]
+pub struct FlushTimes {
+    pub write: std::time::Duration,
+    pub sync: std::time::Duration,
 }
 
 /// One partition's log. Lives on the shard that owns the partition.
@@ -400,21 +410,22 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Makes everything appended before the call durable; returns the new
-    /// high watermark. Each segment with appended bytes gets one O_DSYNC
-    /// direct write from the block its durable part ends in: its
-    /// completion is the sync, so a flush is one io_uring operation per
-    /// segment (one wake-up), and one flush covers every batch appended
-    /// before it started (group commit). Flushes are serialised: each
-    /// rewrites the block the previous one ended in, and two writes of one
-    /// block in flight could land in either order.
+    /// Writes and fdatasyncs everything appended before the call; returns
+    /// the new high watermark. Writes are serialised (each writes from the
+    /// block the previous one ended in), but a flush's fdatasync runs while
+    /// the next flush writes and syncs: the partition may keep several
+    /// flushes in flight, so a record appended during a sync waits for its
+    /// own flush only, and one slow sync does not hold back the flushes
+    /// after it. A sync covers every write completed before it was issued,
+    /// so whichever sync completes moves the high watermark to the end its
+    /// flush wrote.
     pub async fn flush(&self) -> Result<i64, StorageError> {
         self.flush_timed().await.map(|(hw, _)| hw)
     }
 
-    /// `flush`, and how long its durable writes took (`None` when there was
-    /// nothing to flush).
-    pub async fn flush_timed(&self) -> Result<(i64, Option<Duration>), StorageError> {
+    /// `flush`, and how long its writes and syncs took (`None` when there
+    /// was nothing to flush).
+    pub async fn flush_timed(&self) -> Result<(i64, Option<FlushTimes>), StorageError> {
         let write_permit = self
             .write_lock
             .acquire_permit(1)
@@ -429,7 +440,7 @@ impl PartitionLog {
             }
             let mut jobs: Vec<_> = st
                 .unsealed()
-                .filter(|s| s.dirty())
+                .filter(|s| s.unwritten())
                 .map(|s| {
                     let (buf, pos, end) = s.prepare_flush();
                     // Zeroing ahead raises `allocated` with `zeroed`.
@@ -440,14 +451,14 @@ impl PartitionLog {
             jobs.reverse(); // oldest segment first
             (jobs, st.next_offset)
         };
-        let t0 = Instant::now();
+        let t0 = std::time::Instant::now();
         self.last_flush_bytes
             .set(jobs.iter().map(|j| j.2.len() as u64).sum());
         for (base, file, buf, pos, end, grow) in jobs {
             if let Some(to) = grow {
                 // Allocate ahead so most writes neither allocate blocks nor
-                // change the file's size (which each sync would then have
-                // to journal). Recovery stops at the zeros past the end.
+                // change the file's size (which each fdatasync would then
+                // have to journal). Recovery stops at the zeros past the end.
                 match file.pre_allocate(to, false).await {
                     Ok(()) => {
                         if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
@@ -476,20 +487,53 @@ impl PartitionLog {
                 seg.complete_write(end);
             }
         }
-        let took = t0.elapsed();
-        log::trace!("flush of {} to {target} took {took:?}", self.dir.display());
+        // Every segment with written bytes not yet durable: this flush's
+        // writes, and earlier flushes' whose syncs are still in flight.
+        let syncs: Vec<_> = self
+            .state
+            .borrow()
+            .unsealed()
+            .filter(|s| s.durable_size < s.written_size)
+            .map(|s| (s.base, s.file.clone(), s.written_size))
+            .collect();
+        drop(write_permit);
+        let written = std::time::Instant::now();
+        for (base, file, _) in &syncs {
+            if let Err(e) = file.fdatasync().await {
+                let why = format!("syncing segment {base} in {}: {e}", self.dir.display());
+                let err = self.fail(why);
+                for seg in self.state.borrow_mut().unsealed_mut() {
+                    seg.sync_failed();
+                }
+                return Err(err);
+            }
+        }
+        let times = FlushTimes {
+            write: written - t0,
+            sync: written.elapsed(),
+        };
+        log::trace!(
+            "flush of {} to {} took {:?}",
+            self.dir.display(),
+            target,
+            t0.elapsed()
+        );
         {
             let mut st = self.state.borrow_mut();
             st.failed = None;
+            for (base, _, end) in syncs {
+                if let Some(seg) = st.segments.get_mut(&base) {
+                    seg.complete_sync(end);
+                }
+            }
             st.durable_offset = st.durable_offset.max(target);
         }
-        drop(write_permit);
         self.seal_inactive().await?;
-        Ok((self.high_watermark(), Some(took)))
+        Ok((self.high_watermark(), Some(times)))
     }
 
     /// Writes one piece of zeros ahead of the active segment's end, so later
-    /// flushes write into initialised blocks and each flush's sync is one
+    /// flushes write into initialised blocks and each fdatasync is one
     /// device flush instead of an extent-tree write and a flush. Returns
     /// whether more is wanted. The partition runs this as a task of its own
     /// after flushes, only while they are small (< 256 KiB, when the sync is
@@ -499,9 +543,9 @@ impl PartitionLog {
     /// A piece starts past every byte appended so far, so no flush that is
     /// already prepared writes there; it takes no part in the write lock
     /// (a flush waits for it only when its own write reaches the piece). Its
-    /// own write (O_DSYNC) makes the new extents durable, so no produce's
-    /// flush has to (zeros lost in a crash read back as zeros: recovery
-    /// stops there).
+    /// own fdatasync makes the new extents durable, so no produce's sync
+    /// has to (zeros lost in a crash read back as zeros: recovery stops
+    /// there).
     pub async fn zero_ahead(&self) -> Result<bool, StorageError> {
         if !self.wants_zeros() {
             return Ok(false);
@@ -522,8 +566,10 @@ impl PartitionLog {
         let r = file.write_at(zeros, from).await;
         self.zeroing.set(None);
         drop(zero);
+        // The new extents made durable here, not by the next flush's sync
+        // (which would then write the extent tree in a produce's path).
         let r = match r {
-            Ok(n) if n == len => Ok(()),
+            Ok(n) if n == len => file.fdatasync().await.map_err(|e| e.to_string()),
             Ok(n) => Err(format!("short write ({n} of {len} bytes)")),
             Err(e) => Err(e.to_string()),
         };
@@ -575,9 +621,9 @@ impl PartitionLog {
         }
     }
 
-    /// Whether appended batches wait to be made durable.
+    /// Whether appended batches wait to be written (not only synced).
     pub fn has_unwritten(&self) -> bool {
-        self.state.borrow().unsealed().any(|s| s.dirty())
+        self.state.borrow().unsealed().any(|s| s.unwritten())
     }
 
     /// Marks the log failed (appends refused until a flush works).

@@ -1,9 +1,5 @@
 //! One log segment: a file of whole v2 batches named by its base offset,
-//! written with O_DIRECT | O_DSYNC through glommio's `DmaFile` on io_uring.
-//! O_DSYNC makes each write's completion mean what a write followed by an
-//! fdatasync means (the bytes and the metadata needed to read them back are
-//! on stable storage), in one io_uring operation: one wake-up of the shard
-//! per flush instead of two, and no separate sync to order.
+//! written with O_DIRECT through glommio's `DmaFile` on io_uring.
 //!
 //! Appends are staged in memory and written by `flush` as aligned blocks: the
 //! staging buffer always starts at an aligned file position, and after a flush
@@ -59,10 +55,12 @@ pub struct Segment {
     dir: PathBuf,
     /// Logical size: whole batches appended, durable or staged.
     pub size: u64,
-    /// Bytes known to be on stable storage (written with O_DSYNC): the
-    /// next flush writes from the block holding this position.
-    /// `durable_size <= size`.
+    /// Bytes known to be on disk and fdatasync'ed.
     pub durable_size: u64,
+    /// Bytes written to the file (maybe not yet synced): the next flush
+    /// writes from the block holding this position. `durable_size <=
+    /// written_size <= size`.
+    pub written_size: u64,
     /// The file's length on disk, past `size` when space was preallocated.
     pub allocated: u64,
     /// The file holds written blocks (data, or zeros written ahead) up to
@@ -93,7 +91,6 @@ impl Segment {
             .read(true)
             .write(true)
             .create(create)
-            .custom_flags(libc::O_DSYNC)
             .dma_open(path)
             .await
             .map_err(|e| StorageError::io(format!("opening {}", path.display()), e))
@@ -110,6 +107,7 @@ impl Segment {
             dir: dir.to_path_buf(),
             size: 0,
             durable_size: 0,
+            written_size: 0,
             allocated: 0,
             zeroed: 0,
             staged: Staging::default(),
@@ -148,6 +146,7 @@ impl Segment {
             dir: dir.to_path_buf(),
             size: 0,
             durable_size: 0,
+            written_size: 0,
             allocated: 0,
             zeroed: 0,
             staged: Staging::default(),
@@ -167,6 +166,7 @@ impl Segment {
         }
         seg.scan(file_size, producers, now_ms).await?;
         seg.durable_size = seg.size;
+        seg.written_size = seg.size;
         seg.allocated = seg.size;
         seg.zeroed = seg.size;
         seg.staged.from = align_down(seg.size);
@@ -238,6 +238,7 @@ impl Segment {
             dir: self.dir.clone(),
             size,
             durable_size: size,
+            written_size: size,
             allocated: size,
             zeroed: size,
             staged: Staging {
@@ -346,11 +347,16 @@ impl Segment {
         self.durable_size < self.size
     }
 
-    /// Takes a snapshot of the bytes not yet durable, from the block that
-    /// holds `durable_size`, as an aligned DMA buffer: (buffer, file
+    /// Whether appended bytes wait to be written.
+    pub fn unwritten(&self) -> bool {
+        self.written_size < self.size
+    }
+
+    /// Takes a snapshot of the bytes not yet written, from the block that
+    /// holds `written_size`, as an aligned DMA buffer: (buffer, file
     /// position, logical end it writes).
     pub fn prepare_flush(&self) -> (glommio::io::DmaBuffer, u64, u64) {
-        let from = align_down(self.durable_size);
+        let from = align_down(self.written_size);
         let len = (self.size - from) as usize;
         let mut buf = self.file.alloc_dma_buffer(align_up(len as u64) as usize);
         let bytes = buf.as_bytes_mut();
@@ -359,14 +365,30 @@ impl Segment {
         (buf, from, self.size)
     }
 
-    /// After the (O_DSYNC) write of a snapshot ending at `end`: drop the
-    /// whole blocks that are now durable from the staging buffer. Writes
-    /// are serialised, so the durable size only grows.
+    /// After the write of a snapshot ending at `end`.
     pub fn complete_write(&mut self, end: u64) {
-        assert!(end <= self.size, "wrote past the segment's end");
-        assert!(end >= self.durable_size, "writes completed out of order");
-        self.durable_size = end;
-        self.staged.advance_to(align_down(end));
+        assert!(end <= self.size);
+        self.written_size = self.written_size.max(end);
+    }
+
+    /// After an fdatasync that covered writes up to `end`: drop the whole
+    /// blocks that are now durable from the staging buffer. Syncs may
+    /// complete out of order; the durable size only grows.
+    pub fn complete_sync(&mut self, end: u64) {
+        assert!(end <= self.size);
+        // A concurrent flush's failed sync may have asked for a rewrite;
+        // this sync covered the bytes anyway.
+        self.written_size = self.written_size.max(end);
+        if end > self.durable_size {
+            self.durable_size = end;
+            self.staged.advance_to(align_down(end));
+        }
+    }
+
+    /// After a failed sync: what was written is not known durable, so the
+    /// next flush writes it again.
+    pub fn sync_failed(&mut self) {
+        self.written_size = self.durable_size;
     }
 
     /// Writes the index files and trims padding. Called once the segment is
