@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Runs the same weir-bench workload against two brokers alternately
 # (A, B, A, B, ...) on one machine and prints B/A per pair for MB/s,
-# messages/s and p99 latency (and for e2e both wake p99s), then the median
-# of each ratio.
+# messages/s, p99 and p99.9 latency (and for e2e both wake p99s), then the
+# median of each ratio.
 #
 #   bench/compare.sh A_ADDR B_ADDR PAIRS WORKLOAD [workload args...]
 #   bench/compare.sh 127.0.0.1:9093 127.0.0.1:9092 3 produce --topic t --create-topic \
 #       --messages 1000000 --size 1024 --acks all
+#
+# Optional, per side (A_... and B_...):
+#   A_PID=PID      the broker's process: its CPU seconds during each run are
+#                  printed (user + system, from /proc/PID/stat), and their
+#                  median ratio;
+#   A_STATS=ADDR   a weir node's HTTP address: passed as --node-stats, so
+#                  the node's own produce p99 is printed beside the client's.
 #
 # The topic name gets a suffix per run so every run starts the same way.
 set -euo pipefail
@@ -14,8 +21,12 @@ a=$1 b=$2 pairs=$3 workload=$4
 shift 4
 bin="$(dirname "$0")/../target/release/weir-bench"
 args=("$@")
-run() { # broker run-number
-  local out topic_args=() i
+tick=$(getconf CLK_TCK)
+cpu_ticks() { # pid: user + system ticks so far, or - without a pid
+  if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo -; fi
+}
+run() { # broker run-number pid stats-addr
+  local out topic_args=() i c0 c1 stats=()
   for ((i = 0; i < ${#args[@]}; i++)); do
     if [ "${args[$i]}" = "--topic" ]; then
       topic_args+=(--topic "${args[$((i + 1))]}-$2"); i=$((i + 1))
@@ -23,21 +34,42 @@ run() { # broker run-number
       topic_args+=("${args[$i]}")
     fi
   done
-  out=$("$bin" "$workload" --brokers "$1" "${topic_args[@]}" --json 2>/dev/null | tail -n 1)
-  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(r["mb_per_sec"], r["msgs_per_sec"], r["latency_us"]["p99"], r.get("wake_us", {}).get("p99", "-"))' "$out"
+  [ -n "$4" ] && stats=(--node-stats "$4")
+  c0=$(cpu_ticks "$3")
+  out=$("$bin" "$workload" --brokers "$1" "${topic_args[@]}" "${stats[@]}" --json 2>/dev/null | tail -n 1)
+  c1=$(cpu_ticks "$3")
+  python3 -c '
+import json, sys
+r = json.loads(sys.argv[1])
+c0, c1, tick = sys.argv[2], sys.argv[3], int(sys.argv[4])
+cpu = "-" if c0 == "-" else "%.2f" % ((int(c1) - int(c0)) / tick)
+node = r.get("node_us", {}).get("produce", {}).get("p99", "-")
+print(r["mb_per_sec"], r["msgs_per_sec"], r["latency_us"]["p99"], r["latency_us"]["p999"],
+      r.get("wake_us", {}).get("p99", "-"), cpu, node)' "$out" "$c0" "$c1" "$tick"
 }
 ratios=()
 for ((p = 1; p <= pairs; p++)); do
-  read -r amb amsg ap99 awake < <(run "$a" "a$p")
-  read -r bmb bmsg bp99 bwake < <(run "$b" "b$p")
-  r=$(python3 -c "print(f'{$bmb/$amb:.2f} {$bmsg/$amsg:.2f} {$bp99/max($ap99,1):.2f}')")
-  wake=""
-  [ "$awake" != "-" ] && wake=" (e2e wake p99: A ${awake}us, B ${bwake}us)"
-  echo "pair $p: A $amb MB/s p99 ${ap99}us | B $bmb MB/s p99 ${bp99}us | B/A MB/s, msg/s, p99: $r$wake"
-  ratios+=("$r")
+  read -r amb amsg ap99 ap999 awake acpu anode < <(run "$a" "a$p" "${A_PID:-}" "${A_STATS:-}")
+  read -r bmb bmsg bp99 bp999 bwake bcpu bnode < <(run "$b" "b$p" "${B_PID:-}" "${B_STATS:-}")
+  # nan where A has nothing to divide by (e2e against the null broker
+  # receives no records, so it has no MB/s).
+  r=$(python3 -c "d = lambda b, a: b / a if a else float('nan'); print(f'{d($bmb, $amb):.2f} {d($bmsg, $amsg):.2f} {d($bp99, $ap99):.2f} {d($bp999, $ap999):.2f}')")
+  cpu=""
+  if [ "$acpu" != "-" ] && [ "$bcpu" != "-" ]; then
+    cpu=" $(python3 -c "print(f'{$bcpu / $acpu:.2f}' if $acpu else 'nan')")"
+  fi
+  extra=""
+  [ "$awake" != "-" ] && extra+=" (e2e wake p99: A ${awake}us, B ${bwake}us)"
+  [ "$acpu" != "-" ] || [ "$bcpu" != "-" ] && extra+=" (CPU s: A $acpu, B $bcpu)"
+  [ "$anode" != "-" ] || [ "$bnode" != "-" ] && extra+=" (node produce p99: A ${anode}us, B ${bnode}us)"
+  echo "pair $p: A $amb MB/s p99 ${ap99}us p99.9 ${ap999}us | B $bmb MB/s p99 ${bp99}us p99.9 ${bp999}us | B/A MB/s, msg/s, p99, p99.9: $r$extra"
+  ratios+=("$r$cpu")
 done
 printf '%s\n' "${ratios[@]}" | python3 -c '
 import statistics, sys
 rows = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
-cols = list(zip(*rows))
-print("median B/A: MB/s %.2f, msg/s %.2f, p99 latency %.2f" % tuple(statistics.median(c) for c in cols))'
+cols = [statistics.median(c) for c in zip(*rows)]
+line = "median B/A: MB/s %.2f, msg/s %.2f, p99 latency %.2f, p99.9 latency %.2f" % tuple(cols[:4])
+if len(cols) > 4:
+    line += ", CPU %.2f" % cols[4]
+print(line)'
