@@ -102,6 +102,22 @@ pub struct FlushTimes {
     pub sync: std::time::Duration,
 }
 
+/// Writes all of `buf` at `pos`: glommio returns how much a direct write
+/// wrote and does not retry, so a short write (a full disk, say) is an
+/// error here rather than bytes silently missing.
+async fn write_whole(
+    file: &glommio::io::DmaFile,
+    buf: glommio::io::DmaBuffer,
+    pos: u64,
+) -> Result<(), String> {
+    let len = buf.len();
+    match file.write_at(buf, pos).await {
+        Ok(n) if n == len => Ok(()),
+        Ok(n) => Err(format!("short write ({n} of {len} bytes)")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// One partition's log. Lives on the shard that owns the partition.
 pub struct PartitionLog {
     dir: PathBuf,
@@ -469,15 +485,9 @@ impl PartitionLog {
                 }
             }
             self.wait_for_zeros(base, end).await;
-            let len = buf.len();
-            let why = match file.write_at(buf, pos).await {
-                Ok(n) if n == len => None,
-                // Nothing past a short write's end is known written; the
-                // next flush writes the whole snapshot again.
-                Ok(n) => Some(format!("short write ({n} of {len} bytes)")),
-                Err(e) => Some(e.to_string()),
-            };
-            if let Some(why) = why {
+            // After a failure (a short write too) nothing of this snapshot
+            // counts as written: the next flush writes it all again.
+            if let Err(why) = write_whole(&file, buf, pos).await {
                 return Err(self.fail(format!(
                     "writing segment {base} in {}: {why}",
                     self.dir.display()
@@ -562,16 +572,14 @@ impl PartitionLog {
         self.zeroing.set(Some((base, from)));
         let mut zeros = file.alloc_dma_buffer((to - from) as usize);
         zeros.as_bytes_mut().fill(0);
-        let len = zeros.len();
-        let r = file.write_at(zeros, from).await;
+        let r = write_whole(&file, zeros, from).await;
         self.zeroing.set(None);
         drop(zero);
         // The new extents made durable here, not by the next flush's sync
         // (which would then write the extent tree in a produce's path).
         let r = match r {
-            Ok(n) if n == len => file.fdatasync().await.map_err(|e| e.to_string()),
-            Ok(n) => Err(format!("short write ({n} of {len} bytes)")),
-            Err(e) => Err(e.to_string()),
+            Ok(()) => file.fdatasync().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
         };
         if let Err(e) = r {
             // Not fatal: flushes preallocate instead.

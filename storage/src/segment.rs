@@ -519,9 +519,17 @@ pub async fn write_small_file(path: &Path, data: Vec<u8>) -> Result<(), StorageE
         .buffered_open(path)
         .await
         .map_err(|e| StorageError::io(ctx(), e))?;
-    f.write_at(data, 0)
+    let len = data.len();
+    let n = f
+        .write_at(data, 0)
         .await
         .map_err(|e| StorageError::io(ctx(), e))?;
+    if n != len {
+        return Err(StorageError::Io(format!(
+            "{}: short write ({n} of {len} bytes)",
+            ctx()
+        )));
+    }
     f.fdatasync()
         .await
         .map_err(|e| StorageError::io(ctx(), e))?;
