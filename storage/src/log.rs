@@ -481,6 +481,11 @@ impl PartitionLog {
                             seg.allocated = to;
                         }
                     }
+                    // Not fatal (the write may still fit); quiet while the
+                    // log is failed, when every retry would say it again.
+                    Err(e) if self.state.borrow().failed.is_some() => {
+                        log::debug!("preallocating segment {base}: {e}")
+                    }
                     Err(e) => log::warn!("preallocating segment {base}: {e}"),
                 }
             }
@@ -636,7 +641,15 @@ impl PartitionLog {
 
     /// Marks the log failed (appends refused until a flush works).
     fn fail(&self, why: String) -> StorageError {
-        log::error!("{why}");
+        // A full disk fails every retry the same way: said once at error
+        // level, until a flush works again.
+        let again = self.state.borrow().failed.as_ref() == Some(&why);
+        let level = if again {
+            log::Level::Debug
+        } else {
+            log::Level::Error
+        };
+        log::log!(level, "{why}");
         self.state.borrow_mut().failed = Some(why.clone());
         StorageError::Io(why)
     }
