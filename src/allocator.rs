@@ -56,11 +56,19 @@ mod tests {
 
     #[test]
     fn the_purge_option_is_the_one_set() {
-        // The linked mimalloc has the v3 default at the index we use, and a
-        // value set there reads back.
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        // With the variable set, mimalloc took its value at start-up and
+        // the node leaves the option as it is, saying so.
+        if let Ok(v) = std::env::var("MIMALLOC_PURGE_DELAY") {
+            let before = unsafe { mi_option_get(PURGE_DELAY) };
+            assert_eq!(
+                release_freed_memory_after(None),
+                format!("freed memory: MIMALLOC_PURGE_DELAY={v} from the environment")
+            );
+            assert_eq!(unsafe { mi_option_get(PURGE_DELAY) }, before);
             return;
         }
+        // Otherwise the linked mimalloc has the v3 default at the index we
+        // use, and a value set there reads back.
         assert_eq!(
             unsafe { mi_option_get(PURGE_DELAY) },
             DEFAULT_PURGE_DELAY_MS
