@@ -5,6 +5,7 @@
 //! - [`records`]: reading records inside a batch, building batches.
 //! - [`compression`]: Kafka's codecs, decompressed with a size bound.
 //! - [`index`]: the sparse offset and time indexes of a segment.
+//! - [`dma_copy`]: the flush's copy into a DMA buffer, past the cache.
 //! - [`segment`]: one segment file, written with O_DIRECT on io_uring.
 //! - [`log`]: a partition's segments, appends, group commit, reads, retention.
 //! - [`producer_state`]: idempotent producers' sequence numbers per partition.
@@ -15,6 +16,7 @@
 pub mod batch;
 pub mod chunks;
 pub mod compression;
+pub mod dma_copy;
 pub mod index;
 pub mod log;
 pub mod producer_state;

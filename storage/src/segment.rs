@@ -362,6 +362,7 @@ impl Segment {
         let bytes = buf.as_bytes_mut();
         self.staged.copy_into(from, &mut bytes[..len]);
         bytes[len..].fill(0);
+        crate::dma_copy::fence();
         (buf, from, self.size)
     }
 
@@ -471,7 +472,8 @@ impl Staging {
         self.chunks.push_back(b);
     }
 
-    /// Copies the staged bytes from file position `from` to the end.
+    /// Copies the staged bytes from file position `from` to the end (large
+    /// pieces with streaming stores: the caller fences).
     fn copy_into(&self, from: u64, out: &mut [u8]) {
         assert!(from >= self.from);
         let mut skip = (from - self.from) as usize;
@@ -484,7 +486,7 @@ impl Staging {
             }
             let part = &c[skip..];
             skip = 0;
-            out[at..at + part.len()].copy_from_slice(part);
+            crate::dma_copy::copy(&mut out[at..at + part.len()], part);
             at += part.len();
         }
     }
