@@ -16,6 +16,8 @@
 #                  the node's own produce p99 is printed beside the client's.
 #
 # The topic name gets a suffix per run so every run starts the same way.
+# Each produce run's bytes stay on a storing broker: add --delete-topic to
+# the workload's arguments, or a long series fills the disk (2 GB a run).
 set -euo pipefail
 a=$1 b=$2 pairs=$3 workload=$4
 shift 4

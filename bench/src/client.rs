@@ -51,6 +51,25 @@ pub fn create_topic(brokers: &str, topic: &str, partitions: i32) -> Result<(), S
     Ok(())
 }
 
+/// Deletes a topic: after a run with `--delete-topic`, so a long series of
+/// alternated runs does not fill the broker's disk (each 2 GB produce run
+/// stays on it otherwise).
+pub fn delete_topic(brokers: &str, topic: &str) -> Result<(), String> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .map_err(|e| e.to_string())?;
+    let results = futures_lite::future::block_on(admin.delete_topics(
+        &[topic],
+        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+    ))
+    .map_err(|e| format!("deleting {topic}: {e}"))?;
+    for r in results {
+        r.map_err(|(t, e)| format!("deleting {t}: {e}"))?;
+    }
+    Ok(())
+}
+
 /// The number of partitions of a topic.
 pub fn partitions(brokers: &str, topic: &str) -> Result<i32, String> {
     let c: BaseConsumer = ClientConfig::new()

@@ -22,6 +22,10 @@ pub struct E2eArgs {
     pub topic: String,
     #[arg(long)]
     pub create_topic: bool,
+    /// Delete the topic after the run (a long series of runs would
+    /// otherwise fill the broker's disk).
+    #[arg(long)]
+    pub delete_topic: bool,
     #[arg(long, default_value_t = 1)]
     pub partitions: i32,
     #[arg(long, default_value_t = 20_000)]
@@ -230,5 +234,8 @@ pub fn run(a: E2eArgs) -> Result<(), String> {
         node: a.node.read()?,
     }
     .print(a.json);
+    if a.delete_topic {
+        crate::client::delete_topic(&a.brokers, &a.topic)?;
+    }
     Ok(())
 }

@@ -31,6 +31,7 @@ const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::InitProducerId, 0, 5),
 ];
 
@@ -193,6 +194,23 @@ fn respond(
                     .collect(),
             ),
         ),
+        RequestKind::DeleteTopics(r) => {
+            // By name (v1–5; v6 names or ids, and librdkafka names them).
+            let names = r.topic_names.into_iter().chain(r.topics.into_iter().filter_map(|t| t.name));
+            ResponseKind::DeleteTopics(
+                DeleteTopicsResponse::default().with_responses(
+                    names
+                        .map(|n| {
+                            let known = st.topics.remove(n.0.as_str()).is_some();
+                            let code = if known { 0 } else { 3 }; // UNKNOWN_TOPIC_OR_PARTITION
+                            delete_topics_response::DeletableTopicResult::default()
+                                .with_name(Some(n))
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                ),
+            )
+        }
         RequestKind::Produce(r) => {
             let acks = r.acks;
             let responses = r

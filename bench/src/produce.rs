@@ -19,6 +19,10 @@ pub struct ProduceArgs {
     /// Create the topic first (an existing one is used as it is).
     #[arg(long)]
     pub create_topic: bool,
+    /// Delete the topic after the run (a long series of runs would
+    /// otherwise fill the broker's disk).
+    #[arg(long)]
+    pub delete_topic: bool,
     #[arg(long, default_value_t = 4)]
     pub partitions: i32,
     #[arg(long, default_value_t = 1_000_000)]
@@ -188,6 +192,9 @@ pub fn run(a: ProduceArgs) -> Result<(), String> {
         node: a.node.read()?,
     }
     .print(a.json);
+    if a.delete_topic {
+        crate::client::delete_topic(&a.brokers, &a.topic)?;
+    }
     if failed > 0 {
         return Err(format!("{failed} messages were not delivered"));
     }
