@@ -80,6 +80,21 @@ def test_full_disk_refuses_then_recovers(small_disk):
         # Why it refused is in the log, naming the cause.
         assert any("No space left" in line or "short write" in line for line in node.log), \
             "".join(node.log[-20:])
+        # A client that keeps trying is refused every time, but the log
+        # does not take a line per refusal: at most 5 per shard in 10 s.
+        refused_before = sum("refused" in line for line in node.log)
+        p = Producer({"bootstrap.servers": node.bootstrap, "acks": "all", "retries": 0,
+                      "enable.idempotence": False})
+        failures = []
+        for _ in range(30):
+            p.produce("fill", value=b"x" * 1024, partition=0,
+                      on_delivery=lambda err, msg: failures.append(err))
+            p.flush(30)
+        assert len(failures) == 30 and all(
+            e is not None and e.code() == KafkaError.KAFKA_STORAGE_ERROR for e in failures), failures
+        refused_lines = [line for line in node.log if "refused" in line]
+        assert len(refused_lines) - refused_before <= 5, "".join(refused_lines)
+        assert "produce to fill-0 refused" in refused_lines[0], refused_lines[0]
 
         # Space again: the same partition takes records again. ext4 reuses
         # a deleted file's blocks only once its journal has committed the
