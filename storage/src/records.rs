@@ -63,35 +63,44 @@ impl Producer {
 /// A record as `build_stamped_batch` takes it: (timestamp, key, value).
 pub type Stamped<'a> = (i64, Option<&'a [u8]>, Option<&'a [u8]>);
 
-/// Builds one uncompressed v2 batch of (timestamp, key, value) records.
+/// The bytes `write_varlong` takes for `v`.
+fn varlong_len(v: i64) -> usize {
+    let z = ((v << 1) ^ (v >> 63)) as u64;
+    (64 - (z | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// Builds one uncompressed v2 batch of (timestamp, key, value) records,
+/// written once into a buffer of its exact size (a typed table builds one
+/// per produced batch: growing the body and copying each record and then
+/// the body were ~5% of typed-table ingest).
 pub fn build_stamped_batch(records: &[Stamped<'_>], producer: &Producer) -> Bytes {
     assert!(!records.is_empty(), "a batch holds at least one record");
     let base_ts = records.iter().map(|r| r.0).min().expect("a record");
     let max_ts = records.iter().map(|r| r.0).max().expect("a record");
-    let mut body = BytesMut::new();
-    let mut rec = BytesMut::new();
-    for (i, (ts, key, value)) in records.iter().enumerate() {
-        rec.clear();
-        rec.put_u8(0); // attributes
-        write_varlong(&mut rec, ts - base_ts);
-        write_varlong(&mut rec, i as i64); // offset delta
-        for field in [key, value] {
-            match field {
-                Some(b) => {
-                    write_varlong(&mut rec, b.len() as i64);
-                    rec.put_slice(b);
-                }
-                None => write_varlong(&mut rec, -1),
-            }
-        }
-        write_varlong(&mut rec, 0); // headers
-        write_varlong(&mut body, rec.len() as i64);
-        body.put_slice(&rec);
-    }
+    let field_len = |f: &Option<&[u8]>| match f {
+        Some(b) => varlong_len(b.len() as i64) + b.len(),
+        None => varlong_len(-1),
+    };
+    // attributes, timestamp delta, offset delta, key, value, header count
+    let record_len = |i: usize, (ts, key, value): &Stamped<'_>| {
+        1 + varlong_len(ts - base_ts)
+            + varlong_len(i as i64)
+            + field_len(key)
+            + field_len(value)
+            + varlong_len(0)
+    };
+    let body_len: usize = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let n = record_len(i, r);
+            varlong_len(n as i64) + n
+        })
+        .sum();
     let n = records.len() as i32;
-    let mut b = BytesMut::with_capacity(HEADER_LEN + body.len());
+    let mut b = BytesMut::with_capacity(HEADER_LEN + body_len);
     b.put_i64(0);
-    b.put_i32((HEADER_LEN - LOG_OVERHEAD + body.len()) as i32);
+    b.put_i32((HEADER_LEN - LOG_OVERHEAD + body_len) as i32);
     b.put_i32(-1); // partition leader epoch
     b.put_i8(2);
     b.put_u32(0); // CRC, below
@@ -107,7 +116,24 @@ pub fn build_stamped_batch(records: &[Stamped<'_>], producer: &Producer) -> Byte
     b.put_i16(producer.epoch);
     b.put_i32(producer.base_sequence);
     b.put_i32(n);
-    b.put_slice(&body);
+    for (i, r) in records.iter().enumerate() {
+        let (ts, key, value) = r;
+        write_varlong(&mut b, record_len(i, r) as i64);
+        b.put_u8(0); // attributes
+        write_varlong(&mut b, ts - base_ts);
+        write_varlong(&mut b, i as i64); // offset delta
+        for field in [key, value] {
+            match field {
+                Some(f) => {
+                    write_varlong(&mut b, f.len() as i64);
+                    b.put_slice(f);
+                }
+                None => write_varlong(&mut b, -1),
+            }
+        }
+        write_varlong(&mut b, 0); // headers
+    }
+    assert_eq!(b.len(), HEADER_LEN + body_len, "batch size as computed");
     let crc = crc32c::crc32c(&b[21..]);
     b[17..21].copy_from_slice(&crc.to_be_bytes());
     b.freeze()
@@ -244,6 +270,28 @@ pub fn first_offset_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn varlong_len_is_what_write_varlong_writes() {
+        for v in [
+            0,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            -65,
+            8191,
+            8192,
+            i32::MAX as i64,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let mut out = BytesMut::new();
+            write_varlong(&mut out, v);
+            assert_eq!(varlong_len(v), out.len(), "{v}");
+        }
+    }
 
     #[test]
     fn varlong_zigzag() {

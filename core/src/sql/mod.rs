@@ -223,7 +223,7 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
                 ColumnOption::Null => {}
                 ColumnOption::Default(e) => {
                     let v = const_value(e)?;
-                    let v = convert(&column, &v)?;
+                    let v = convert(&column, v)?;
                     column.default = Some(v.to_string());
                 }
                 ColumnOption::Unique {
