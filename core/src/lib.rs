@@ -7,6 +7,7 @@
 //! - [`catalog`]: topics, ids, configs and placement; owned by shard 0.
 //! - [`config`]: node settings and named limits.
 //! - [`groups`]: consumer groups: membership, rebalances, durable offsets.
+//! - [`refusals`]: refused requests in the log, a few per window.
 //! - [`producer_ids`]: producer ids unique across restarts (catalog shard).
 //! - [`error`]: Kafka error codes.
 //! - [`latency`]: per-shard latency histograms (produce, flush write, sync).
@@ -22,6 +23,7 @@ pub mod groups;
 pub mod latency;
 pub mod partition;
 pub mod producer_ids;
+pub mod refusals;
 pub mod shard;
 pub mod sql;
 pub mod table;

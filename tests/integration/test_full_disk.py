@@ -81,7 +81,9 @@ def test_full_disk_refuses_then_recovers(small_disk):
         assert any("No space left" in line or "short write" in line for line in node.log), \
             "".join(node.log[-20:])
         # A client that keeps trying is refused every time, but the log
-        # does not take a line per refusal: at most 5 per shard in 10 s.
+        # does not take a line per refusal: the same refusal is logged once
+        # per 10 s (twice, with the count of those left out, if a window
+        # ends meanwhile).
         refused_before = sum("refused" in line for line in node.log)
         p = Producer({"bootstrap.servers": node.bootstrap, "acks": "all", "retries": 0,
                       "enable.idempotence": False})
@@ -93,7 +95,7 @@ def test_full_disk_refuses_then_recovers(small_disk):
         assert len(failures) == 30 and all(
             e is not None and e.code() == KafkaError.KAFKA_STORAGE_ERROR for e in failures), failures
         refused_lines = [line for line in node.log if "refused" in line]
-        assert len(refused_lines) - refused_before <= 5, "".join(refused_lines)
+        assert len(refused_lines) - refused_before <= 2, "".join(refused_lines)
         assert "produce to fill-0 refused" in refused_lines[0], refused_lines[0]
 
         # Space again: the same partition takes records again. ext4 reuses

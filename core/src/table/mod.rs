@@ -54,7 +54,9 @@ pub fn rows_batch(
                     .value
                     .as_deref()
                     .map(|v| String::from_utf8_lossy(&v[..v.len().min(200)]).into_owned());
-                log::warn!("table {table}: record {i} of a batch refused: {why} (value {value:?})");
+                crate::refusals::log(format_args!(
+                    "table {table}: record {i} of a batch refused: {why} (value {value:?})"
+                ));
                 let mut e = KafkaError::new(ErrorCode::InvalidRecord, format!("record {i}: {why}"));
                 e.record_index = Some(i as i32);
                 return Err(e);

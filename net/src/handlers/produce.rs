@@ -60,7 +60,7 @@ pub async fn handle(
                 Some((name.0.as_str(), index))
             });
             let (topic, partition) = at.unwrap_or(("?", -1));
-            refusals::note(topic, partition, e);
+            weir_core::refusals::log(format_args!("produce to {topic}-{partition} refused: {e}"));
         }
         results[i] = Some(r);
     }
@@ -120,100 +120,6 @@ fn partition_response(
             } else {
                 p
             }
-        }
-    }
-}
-
-/// Refused produces in the log, bounded: a client retrying against a full
-/// disk would otherwise log a line per retry. Each shard logs the first
-/// `PER_WINDOW` refusals of a window; how many more there were is logged
-/// with the first refusal of a later window.
-mod refusals {
-    use std::cell::Cell;
-    use std::time::{Duration, Instant};
-
-    use weir_core::KafkaError;
-
-    const WINDOW: Duration = Duration::from_secs(10);
-    const PER_WINDOW: u32 = 5;
-
-    /// One shard's count in the current window.
-    #[derive(Clone, Copy, Default)]
-    pub(super) struct Window {
-        start: Option<Instant>,
-        logged: u32,
-        quiet: u64,
-    }
-
-    impl Window {
-        /// A refusal at `now`: whether to log it, and the refusals left
-        /// unlogged in the window that just ended (with its start).
-        pub(super) fn admit(&mut self, now: Instant) -> (bool, Option<(u64, Instant)>) {
-            let mut ended = None;
-            match self.start {
-                Some(t) if now.duration_since(t) < WINDOW => {}
-                t => {
-                    if let Some(t) = t.filter(|_| self.quiet > 0) {
-                        ended = Some((self.quiet, t));
-                    }
-                    *self = Window {
-                        start: Some(now),
-                        ..Window::default()
-                    };
-                }
-            }
-            if self.logged < PER_WINDOW {
-                self.logged += 1;
-                (true, ended)
-            } else {
-                self.quiet += 1;
-                (false, ended)
-            }
-        }
-    }
-
-    thread_local! {
-        static WINDOW_NOW: Cell<Window> = Cell::new(Window::default());
-    }
-
-    pub fn note(topic: &str, partition: i32, e: &KafkaError) {
-        let now = Instant::now();
-        let mut w = WINDOW_NOW.get();
-        let (log_this, ended) = w.admit(now);
-        WINDOW_NOW.set(w);
-        if let Some((quiet, since)) = ended {
-            log::warn!(
-                "{quiet} more produce refusals in the {:.0?} from {:.0?} ago were not logged",
-                WINDOW,
-                now.duration_since(since)
-            );
-        }
-        if log_this {
-            log::warn!("produce to {topic}-{partition} refused: {e}");
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn logs_a_few_per_window_then_counts_the_rest() {
-            let t0 = Instant::now();
-            let mut w = Window::default();
-            for k in 0..PER_WINDOW {
-                assert_eq!(w.admit(t0 + Duration::from_millis(k as u64)), (true, None));
-            }
-            for k in 0..20 {
-                assert_eq!(w.admit(t0 + Duration::from_millis(100 + k)), (false, None));
-            }
-            // The next window logs again and reports the 20 left out.
-            let later = t0 + WINDOW + Duration::from_millis(1);
-            assert_eq!(w.admit(later), (true, Some((20, t0))));
-            // Nothing was left out of that window: no count with the next.
-            let (log_this, ended) = w.admit(later + WINDOW);
-            assert!(log_this);
-            assert_eq!(ended, None);
         }
     }
 }
