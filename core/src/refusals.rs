@@ -14,7 +14,7 @@ const MAX_LINES: usize = 50;
 
 /// One shard's lines in the current window.
 #[derive(Default)]
-pub struct Window {
+struct Window {
     start: Option<Instant>,
     /// Hashes of the lines logged in this window.
     logged: HashSet<u64>,
@@ -25,7 +25,7 @@ impl Window {
     /// A refusal whose line hashes to `line` at `now`: whether to log it,
     /// and the refusals left out of the window that just ended (with its
     /// start).
-    pub fn admit(&mut self, now: Instant, line: u64) -> (bool, Option<(u64, Instant)>) {
+    fn admit(&mut self, now: Instant, line: u64) -> (bool, Option<(u64, Instant)>) {
         let mut ended = None;
         match self.start {
             Some(t) if now.duration_since(t) < WINDOW => {}
