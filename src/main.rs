@@ -100,9 +100,9 @@ struct ServeArgs {
     /// clients on the same machine; measured worse on 2 shared cores.
     #[arg(long, default_value_t = 0)]
     spin_before_park_us: u64,
-    /// Flushes each partition keeps in flight: writes go one after another,
-    /// fdatasyncs overlap, so a batch that arrives during a sync is written
-    /// and synced at once (1: each flush waits for the previous one).
+    /// Flushes each partition keeps in flight: a batch that arrives during
+    /// a flush is written at once, beside it (1: each flush waits for the
+    /// previous one).
     #[arg(long, default_value_t = 2)]
     flushes_in_flight: usize,
     /// How often retention runs, in milliseconds.

@@ -60,7 +60,7 @@ impl Report {
             );
         }
         if let Some(node) = &self.node {
-            for name in ["produce", "flush_write", "flush_sync"] {
+            for name in ["produce", "flush_write", "flush_wait"] {
                 let p = &node[name];
                 eprintln!(
                     "{}: node {name} µs p50 {} p99 {} p99.9 {} max {} ({} timed)",

@@ -36,8 +36,8 @@ pub struct NodeConfig {
     pub sql_max_scan_bytes: usize,
     /// Capacity of each cross-shard channel (messages).
     pub mesh_capacity: usize,
-    /// Flushes a partition keeps in flight: their writes go one after
-    /// another, their fdatasyncs overlap.
+    /// Flushes a partition keeps in flight: their durable writes may go to
+    /// the device together (`weir_storage::log`'s flush).
     pub flushes_in_flight: usize,
     /// How often each shard applies retention.
     pub retention_check_interval: Duration,

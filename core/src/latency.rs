@@ -6,8 +6,11 @@
 //!   connection took it, from its last byte read to its response ready to
 //!   send (Kafka's `TotalTimeMs` for Produce without the queueing before
 //!   the read and the send after: both are spent as much by the client).
-//! - `flush_write`, `flush_sync`: a partition flush's direct write(s) and
-//!   its fdatasync(s), on the partition's owner.
+//! - `flush_write`: a partition flush's durable (O_DSYNC) write(s), on the
+//!   partition's owner.
+//! - `flush_wait`: how long a flush waited for an earlier one to land
+//!   before writing (it writes a block the earlier one wrote too, or it
+//!   retries after a failure); 0 for most.
 //!
 //! Cumulative since start or since the last `POST /stats/reset`; each
 //! shard's are in `GET /stats`, all shards' merged in `GET /stats/latency`.
@@ -61,7 +64,7 @@ impl Percentiles {
 pub struct LatencyReport {
     pub produce: Percentiles,
     pub flush_write: Percentiles,
-    pub flush_sync: Percentiles,
+    pub flush_wait: Percentiles,
 }
 
 /// The histograms: one shard's, or several shards' merged.
@@ -69,7 +72,7 @@ pub struct LatencyReport {
 pub struct Histograms {
     produce: Histogram<u64>,
     flush_write: Histogram<u64>,
-    flush_sync: Histogram<u64>,
+    flush_wait: Histogram<u64>,
 }
 
 impl Default for Histograms {
@@ -77,7 +80,7 @@ impl Default for Histograms {
         Histograms {
             produce: histogram(),
             flush_write: histogram(),
-            flush_sync: histogram(),
+            flush_wait: histogram(),
         }
     }
 }
@@ -89,14 +92,14 @@ impl Histograms {
         self.flush_write
             .add(&other.flush_write)
             .expect("same bounds");
-        self.flush_sync.add(&other.flush_sync).expect("same bounds");
+        self.flush_wait.add(&other.flush_wait).expect("same bounds");
     }
 
     pub fn report(&self) -> LatencyReport {
         LatencyReport {
             produce: Percentiles::of(&self.produce),
             flush_write: Percentiles::of(&self.flush_write),
-            flush_sync: Percentiles::of(&self.flush_sync),
+            flush_wait: Percentiles::of(&self.flush_wait),
         }
     }
 }
@@ -116,11 +119,12 @@ impl Latencies {
         record(&mut self.0.borrow_mut().produce, d);
     }
 
-    /// One flush: its writes took `write`, its syncs `sync`.
-    pub fn flush(&self, write: Duration, sync: Duration) {
+    /// One flush: it waited `wait` for an earlier one, then its writes
+    /// took `write`.
+    pub fn flush(&self, wait: Duration, write: Duration) {
         let mut h = self.0.borrow_mut();
+        record(&mut h.flush_wait, wait);
         record(&mut h.flush_write, write);
-        record(&mut h.flush_sync, sync);
     }
 
     pub fn report(&self) -> LatencyReport {
@@ -148,7 +152,7 @@ mod tests {
         for us in 1..=1000u64 {
             l.produce(Duration::from_micros(us));
         }
-        l.flush(Duration::from_micros(200), Duration::from_secs(3600));
+        l.flush(Duration::from_secs(3600), Duration::from_micros(200));
         let r = l.report();
         assert_eq!(r.produce.count, 1000);
         // hdrhistogram keeps 3 significant figures.
@@ -158,8 +162,8 @@ mod tests {
         assert_eq!(r.flush_write.count, 1);
         assert!((199..=201).contains(&r.flush_write.max));
         // Past the bound: clamped, not lost.
-        assert_eq!(r.flush_sync.count, 1);
-        assert!(r.flush_sync.max >= MAX_MICROS - MAX_MICROS / 1000);
+        assert_eq!(r.flush_wait.count, 1);
+        assert!(r.flush_wait.max >= MAX_MICROS - MAX_MICROS / 1000);
         // Merged with another shard's: counts add up, the max is the larger.
         let other = Latencies::default();
         other.produce(Duration::from_micros(5000));
@@ -171,6 +175,6 @@ mod tests {
         assert_eq!(m.flush_write.count, 1);
         l.reset();
         assert_eq!(l.report().produce.count, 0);
-        assert_eq!(l.report().flush_sync.count, 0);
+        assert_eq!(l.report().flush_wait.count, 0);
     }
 }

@@ -41,7 +41,10 @@ pub struct Partition {
     acks: RefCell<Vec<AckWaiter>>,
     /// Fetches waiting for the high watermark to move.
     waiters: RefCell<Vec<oneshot::Sender<()>>>,
-    /// Flushes in flight (their writes serialised, their syncs overlapping).
+    /// The high watermark fetches were last woken for (a flush that lands
+    /// before an earlier one moves nothing, and wakes no one).
+    announced: Cell<i64>,
+    /// Flushers running (their writes may be in flight together).
     flushing: Cell<usize>,
     /// The most flushes in flight (`NodeConfig::flushes_in_flight`).
     max_flushes: usize,
@@ -62,6 +65,7 @@ impl Partition {
         latency: Rc<Latencies>,
     ) -> Partition {
         Partition {
+            announced: Cell::new(log.high_watermark()),
             topic,
             index,
             log,
@@ -193,11 +197,11 @@ impl Partition {
         Ok(appended)
     }
 
-    /// Starts a flusher unless `max_flushes` run: it writes and syncs until
-    /// nothing is left unwritten, so one fdatasync covers every batch
-    /// appended meanwhile. A second flusher starts when batches arrive
-    /// while the first one syncs: it writes them and syncs at once instead
-    /// of waiting for the first sync to end.
+    /// Starts a flusher unless `max_flushes` run: it flushes until nothing
+    /// is left unwritten, so one durable write covers every batch appended
+    /// meanwhile. A second flusher starts when batches arrive while the
+    /// first one writes: it writes them at once instead of waiting for the
+    /// first write to land.
     fn schedule_flush(self: &Rc<Self>) {
         let running = self.flushing.get();
         if running >= self.max_flushes {
@@ -209,7 +213,7 @@ impl Partition {
             loop {
                 let result = p.log.flush_timed().await.map(|(hw, times)| {
                     if let Some(t) = times {
-                        p.latency.flush(t.write, t.sync);
+                        p.latency.flush(t.wait, t.write);
                     }
                     hw
                 });
@@ -264,8 +268,11 @@ impl Partition {
                 for (_, tx) in done {
                     let _ = tx.send(Ok(()));
                 }
-                for w in self.waiters.borrow_mut().drain(..) {
-                    let _ = w.send(());
+                if hw > self.announced.get() {
+                    self.announced.set(hw);
+                    for w in self.waiters.borrow_mut().drain(..) {
+                        let _ = w.send(());
+                    }
                 }
             }
             Err(e) => {
@@ -307,7 +314,7 @@ impl Partition {
         }
         let r = self.log.read(offset, max_bytes).await?;
         Ok(PartitionRead {
-            records: r.batches.into(),
+            records: r.batches,
             high_watermark: r.high_watermark,
             log_start: r.log_start,
         })

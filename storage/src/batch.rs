@@ -187,20 +187,80 @@ pub fn assign_offset(batch: &Bytes, base_offset: i64, append_time_ms: i64) -> Ch
     out
 }
 
-/// Iterates over the complete batches at the start of a buffer read from a
-/// segment, stopping at the first incomplete or implausible header.
+/// Direct-I/O block size of segment files: flushes write whole blocks, and
+/// padding runs to a boundary of it.
+pub const BLOCK: u64 = 4096;
+/// The least padding a flush writes: the 12 bytes of a batch's offset and
+/// length, so a reader at an unaligned position that finds them zero knows
+/// it is padding (no batch has length 0, and only a segment's first batch,
+/// at position 0, may have offset 0).
+pub const PAD_MIN: u64 = LOG_OVERHEAD as u64;
+
+/// Where padding that starts at file position `pos` ends (the next block
+/// boundary at least `PAD_MIN` bytes on).
+pub fn padding_end(pos: u64) -> u64 {
+    (pos + PAD_MIN).div_ceil(BLOCK) * BLOCK
+}
+
+/// Whether `rest`, found at file position `pos` where a batch could start,
+/// is padding.
+fn is_padding(rest: &[u8], pos: u64) -> bool {
+    !pos.is_multiple_of(BLOCK)
+        && rest.len() >= LOG_OVERHEAD
+        && rest[..LOG_OVERHEAD] == [0; LOG_OVERHEAD]
+}
+
+/// Where the batch at or after file position `pos` starts, given the bytes
+/// `rest` read there: `pos`, or the end of the padding found there.
+pub fn batch_start(rest: &[u8], pos: u64) -> u64 {
+    if is_padding(rest, pos) {
+        padding_end(pos)
+    } else {
+        pos
+    }
+}
+
+/// Iterates over the complete batches at the start of a buffer, stopping at
+/// the first incomplete or implausible header. Made with `in_file`, it
+/// knows where in a segment the buffer was read and steps over padding.
 pub struct BatchIter<'a> {
     buf: &'a [u8],
     at: usize,
+    /// The file position of `buf[0]`, when padding is to be skipped.
+    file_pos: Option<u64>,
 }
 
 impl<'a> BatchIter<'a> {
+    /// Batches packed end to end (a fetch response, a produce request).
     pub fn new(buf: &'a [u8]) -> Self {
-        BatchIter { buf, at: 0 }
+        BatchIter {
+            buf,
+            at: 0,
+            file_pos: None,
+        }
+    }
+    /// Batches of bytes read from a segment at `file_pos` (which must be
+    /// where a batch or padding starts): padding is skipped.
+    pub fn in_file(buf: &'a [u8], file_pos: u64) -> Self {
+        BatchIter {
+            buf,
+            at: 0,
+            file_pos: Some(file_pos),
+        }
     }
     /// Byte position just after the last batch returned.
     pub fn position(&self) -> usize {
         self.at
+    }
+    /// Where the next batch would start: after the last batch returned,
+    /// and after padding that follows it, when the buffer holds that much.
+    fn next_start(&self) -> usize {
+        match self.file_pos {
+            Some(base) => {
+                (batch_start(&self.buf[self.at..], base + self.at as u64) - base) as usize
+            }
+            None => self.at,
+        }
     }
 }
 
@@ -208,17 +268,17 @@ impl<'a> Iterator for BatchIter<'a> {
     /// (position in the buffer, header)
     type Item = (usize, BatchHeader);
     fn next(&mut self) -> Option<Self::Item> {
-        let h = BatchHeader::parse(&self.buf[self.at..])?;
+        let at = self.next_start();
+        let h = BatchHeader::parse(self.buf.get(at..)?)?;
         if h.magic != 2 || h.batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
             return None;
         }
         let total = h.total_len();
-        if self.at + total > self.buf.len() {
+        if at + total > self.buf.len() {
             return None;
         }
-        let pos = self.at;
-        self.at += total;
-        Some((pos, h))
+        self.at = at + total;
+        Some((at, h))
     }
 }
 
@@ -254,6 +314,45 @@ pub(crate) mod tests {
         let crc = crc32c::crc32c(&b[CRC_START..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         b
+    }
+
+    /// A batch at `offset` (count records), as stored.
+    fn stored(count: i32, offset: i64) -> Vec<u8> {
+        let mut b = make_batch(count, 1, 0);
+        b[..8].copy_from_slice(&offset.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn batches_in_a_file_step_over_padding_and_only_padding() {
+        // Read from file position 4000: a batch, padding to the next block
+        // boundary, then two batches end to end (small offsets: their
+        // first bytes are zeros, their lengths are not).
+        let from = 4000u64;
+        let mut buf = stored(3, 7);
+        let pad_at = from + buf.len() as u64;
+        let b_at = padding_end(pad_at);
+        assert!(b_at - pad_at >= PAD_MIN && b_at.is_multiple_of(BLOCK));
+        buf.resize((b_at - from) as usize, 0);
+        buf.extend_from_slice(&stored(2, 10));
+        let c_at = from + buf.len() as u64;
+        buf.extend_from_slice(&stored(1, 12));
+        let seen: Vec<(u64, i64)> = BatchIter::in_file(&buf, from)
+            .map(|(at, h)| (from + at as u64, h.base_offset))
+            .collect();
+        assert_eq!(seen, vec![(from, 7), (b_at, 10), (c_at, 12)]);
+        // Without the file position, padding ends the batches.
+        assert_eq!(BatchIter::new(&buf).count(), 1);
+        // Padding too short for a length field is never written: past
+        // the last 11 bytes of a block it runs into the next block.
+        assert_eq!(padding_end(BLOCK - 11), 2 * BLOCK);
+        assert_eq!(padding_end(BLOCK - 12), BLOCK);
+        // Zeros at a block boundary are the end of the data, not padding.
+        let mut end = stored(1, 7);
+        let at = BLOCK - end.len() as u64;
+        end.resize(end.len() + 100, 0);
+        assert_eq!(BatchIter::in_file(&end, at).count(), 1);
+        assert_eq!(batch_start(&end[end.len() - 100..], BLOCK), BLOCK);
     }
 
     #[test]

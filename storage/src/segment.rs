@@ -1,11 +1,18 @@
 //! One log segment: a file of whole v2 batches named by its base offset,
-//! written with O_DIRECT through glommio's `DmaFile` on io_uring.
+//! written with O_DIRECT and O_DSYNC through glommio's `DmaFile` on
+//! io_uring: a flush is one write whose completion is its sync.
 //!
-//! Appends are staged in memory and written by `flush` as aligned blocks: the
-//! staging buffer always starts at an aligned file position, and after a flush
-//! it keeps the partial last block so the next flush rewrites it whole. The
-//! file may therefore hold zero padding past the logical end; recovery stops
-//! at the first byte that is not a valid batch, and sealing truncates it.
+//! Appends are staged in memory and written by flushes as aligned blocks.
+//! A flush that may be followed by another while its write is in flight
+//! ends in **padding**: zeros from its last batch to the next block
+//! boundary (at least `PAD_MIN` bytes, so the zero length field that marks
+//! it lies inside it), and the next batch is appended after the padding.
+//! Flushes then never share a block, so their writes may be in flight
+//! together and land in any order. A flush without padding leaves its
+//! partial last block staged, and the next flush writes it again whole
+//! (after the first has landed). Readers, the recovery scan and the time
+//! lookup skip padding (`BatchIter::in_file`); past the logical end the
+//! file holds zeros until sealing truncates it.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -22,7 +29,7 @@ use crate::producer_state::ProducerStates;
 use crate::StorageError;
 
 /// Direct I/O alignment (the largest logical block size we expect).
-pub const ALIGN: u64 = 4096;
+pub const ALIGN: u64 = crate::batch::BLOCK;
 /// Bytes read at a time when scanning a segment.
 const SCAN_CHUNK: usize = 8 << 20;
 
@@ -53,14 +60,15 @@ pub struct Segment {
     pub base: i64,
     pub file: Rc<DmaFile>,
     dir: PathBuf,
-    /// Logical size: whole batches appended, durable or staged.
+    /// Logical size: whole batches appended, durable or staged, and the
+    /// padding between them. The next batch goes here.
     pub size: u64,
-    /// Bytes known to be on disk and fdatasync'ed.
+    /// Bytes known to be on stable storage.
     pub durable_size: u64,
-    /// Bytes written to the file (maybe not yet synced): the next flush
+    /// Bytes handed to flushes (written, or being written): the next flush
     /// writes from the block holding this position. `durable_size <=
-    /// written_size <= size`.
-    pub written_size: u64,
+    /// prepared_size <= size`.
+    pub prepared_size: u64,
     /// The file's length on disk, past `size` when space was preallocated.
     pub allocated: u64,
     /// The file holds written blocks (data, or zeros written ahead) up to
@@ -91,6 +99,10 @@ impl Segment {
             .read(true)
             .write(true)
             .create(create)
+            // Each write is durable when it completes: one io_uring
+            // operation (one wake-up) per flush, not a write and an
+            // fdatasync.
+            .custom_flags(libc::O_DSYNC)
             .dma_open(path)
             .await
             .map_err(|e| StorageError::io(format!("opening {}", path.display()), e))
@@ -107,7 +119,7 @@ impl Segment {
             dir: dir.to_path_buf(),
             size: 0,
             durable_size: 0,
-            written_size: 0,
+            prepared_size: 0,
             allocated: 0,
             zeroed: 0,
             staged: Staging::default(),
@@ -146,7 +158,7 @@ impl Segment {
             dir: dir.to_path_buf(),
             size: 0,
             durable_size: 0,
-            written_size: 0,
+            prepared_size: 0,
             allocated: 0,
             zeroed: 0,
             staged: Staging::default(),
@@ -166,7 +178,7 @@ impl Segment {
         }
         seg.scan(file_size, producers, now_ms).await?;
         seg.durable_size = seg.size;
-        seg.written_size = seg.size;
+        seg.prepared_size = seg.size;
         seg.allocated = seg.size;
         seg.zeroed = seg.size;
         seg.staged.from = align_down(seg.size);
@@ -238,7 +250,7 @@ impl Segment {
             dir: self.dir.clone(),
             size,
             durable_size: size,
-            written_size: size,
+            prepared_size: size,
             allocated: size,
             zeroed: size,
             staged: Staging {
@@ -272,7 +284,7 @@ impl Segment {
                 .read_at(pos, want)
                 .await
                 .map_err(|e| StorageError::io(format!("scanning segment {}", self.base), e))?;
-            let mut it = BatchIter::new(&chunk);
+            let mut it = BatchIter::in_file(&chunk, pos);
             let mut advanced = false;
             for (at, h) in it.by_ref() {
                 let batch = &chunk[at..at + h.total_len()];
@@ -287,26 +299,31 @@ impl Segment {
                 advanced = true;
             }
             if !advanced {
-                // A batch larger than the chunk: read exactly it.
-                let Some(h) = BatchHeader::parse(&chunk) else {
+                // A batch larger than the chunk (maybe after padding): read
+                // exactly it.
+                let start = crate::batch::batch_start(&chunk, pos);
+                let Some(h) = chunk
+                    .get((start - pos) as usize..)
+                    .and_then(BatchHeader::parse)
+                else {
                     break;
                 };
-                if h.magic != 2 || (h.total_len() as u64) > file_size - pos || h.total_len() <= want
-                {
+                let len = h.total_len() as u64;
+                if h.magic != 2 || start + len > file_size || start + len <= pos + want as u64 {
                     break;
                 }
                 let whole =
-                    self.file.read_at(pos, h.total_len()).await.map_err(|e| {
+                    self.file.read_at(start, len as usize).await.map_err(|e| {
                         StorageError::io(format!("scanning segment {}", self.base), e)
                     })?;
                 if h.base_offset != self.next_offset || !crc_ok(&whole, &h) {
                     break;
                 }
-                self.note_batch(&h, pos);
+                self.note_batch(&h, start);
                 if let Some(p) = producers.as_deref_mut() {
                     p.record(&h, now_ms);
                 }
-                self.size = pos + h.total_len() as u64;
+                self.size = start + len;
             }
             pos = self.size;
         }
@@ -347,49 +364,64 @@ impl Segment {
         self.durable_size < self.size
     }
 
-    /// Whether appended bytes wait to be written.
+    /// Whether appended bytes wait to be handed to a flush.
     pub fn unwritten(&self) -> bool {
-        self.written_size < self.size
+        self.prepared_size < self.size
     }
 
-    /// Takes a snapshot of the bytes not yet written, from the block that
-    /// holds `written_size`, as an aligned DMA buffer: (buffer, file
-    /// position, logical end it writes).
-    pub fn prepare_flush(&self) -> (glommio::io::DmaBuffer, u64, u64) {
-        let from = align_down(self.written_size);
+    /// Whether the next flush would write a block that an earlier flush
+    /// (maybe still in flight) wrote too: it must wait for that write.
+    pub fn shares_block(&self) -> bool {
+        !self.prepared_size.is_multiple_of(ALIGN)
+    }
+
+    /// Hands the bytes not yet handed to a flush, from the block that holds
+    /// `prepared_size`, to a flush as an aligned DMA buffer: (buffer, file
+    /// position, logical end it writes). With `pad`, the flush ends in
+    /// padding (see the module's comment) and the next batch is appended
+    /// after it, so the next flush shares no block with this one; but never
+    /// more padding than `MAX_PADDING_SHARE` of the bytes the flush adds (a
+    /// partition of small flushes would fill its disk with zeros: those
+    /// flushes wait for each other instead).
+    pub fn prepare_flush(&mut self, pad: bool) -> (glommio::io::DmaBuffer, u64, u64) {
+        let end = crate::batch::padding_end(self.size);
+        let adds = self.size - self.prepared_size;
+        if pad && !self.size.is_multiple_of(ALIGN) && (end - self.size) * MAX_PADDING_SHARE <= adds
+        {
+            let zeros = (end - self.size) as usize;
+            self.staged.push(Bytes::from_static(&PADDING[..zeros]));
+            self.size = end;
+            self.bytes_since_index += zeros as u64;
+        }
+        let from = align_down(self.prepared_size);
         let len = (self.size - from) as usize;
         let mut buf = self.file.alloc_dma_buffer(align_up(len as u64) as usize);
         let bytes = buf.as_bytes_mut();
         self.staged.copy_into(from, &mut bytes[..len]);
         bytes[len..].fill(0);
         crate::dma_copy::fence();
+        self.prepared_size = self.size;
         (buf, from, self.size)
     }
 
-    /// After the write of a snapshot ending at `end`.
-    pub fn complete_write(&mut self, end: u64) {
+    /// After a flush ending at `end` and every flush before it landed
+    /// (the log applies them in order): drop the whole blocks that are now
+    /// durable from the staging buffer.
+    pub fn complete_flush(&mut self, end: u64) {
         assert!(end <= self.size);
-        self.written_size = self.written_size.max(end);
-    }
-
-    /// After an fdatasync that covered writes up to `end`: drop the whole
-    /// blocks that are now durable from the staging buffer. Syncs may
-    /// complete out of order; the durable size only grows.
-    pub fn complete_sync(&mut self, end: u64) {
-        assert!(end <= self.size);
-        // A concurrent flush's failed sync may have asked for a rewrite;
-        // this sync covered the bytes anyway.
-        self.written_size = self.written_size.max(end);
         if end > self.durable_size {
             self.durable_size = end;
             self.staged.advance_to(align_down(end));
         }
+        // A later flush's failure may have asked for a rewrite from before
+        // this end: what this flush wrote need not be written again.
+        self.prepared_size = self.prepared_size.max(end);
     }
 
-    /// After a failed sync: what was written is not known durable, so the
-    /// next flush writes it again.
-    pub fn sync_failed(&mut self) {
-        self.written_size = self.durable_size;
+    /// After a failed flush: nothing past the durable size is known
+    /// written, so the next flush writes it all again.
+    pub fn flush_failed(&mut self) {
+        self.prepared_size = self.durable_size;
     }
 
     /// Writes the index files and trims padding. Called once the segment is
@@ -455,6 +487,12 @@ impl Segment {
         }
     }
 }
+
+/// Padding is at most 1/this of the bytes the flush it ends adds.
+const MAX_PADDING_SHARE: u64 = 4;
+
+/// Zeros for padding (at most a block and `PAD_MIN` bytes).
+static PADDING: [u8; 2 * ALIGN as usize] = [0; 2 * ALIGN as usize];
 
 /// Bytes not yet known durable, from an aligned file position: the stored
 /// batches themselves (shared with the tail cache), and after a flush the

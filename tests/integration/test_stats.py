@@ -41,12 +41,13 @@ def test_produce_and_flush_times_are_counted_merged_and_reset(node):
         client_us.append((time.perf_counter() - start) * 1e6)
 
     merged = get(node, "/stats/latency")
-    produce, write, sync = merged["produce"], merged["flush_write"], merged["flush_sync"]
+    produce, write, wait = merged["produce"], merged["flush_write"], merged["flush_wait"]
     assert produce["count"] == 40, merged
     # Every acked request needed a flush of its own (the next one waited
-    # for the answer): at least 40, each with its write and its sync.
-    assert sync["count"] >= 40 and write["count"] == sync["count"], merged
-    for h in (produce, write, sync):
+    # for the answer): at least 40, each with its durable write and its
+    # wait for an earlier flush (none here: one at a time).
+    assert write["count"] >= 40 and wait["count"] == write["count"], merged
+    for h in (produce, write, wait):
         assert h["max"] >= 1 and ordered(h), h
     # The node's time is inside each client round trip (histograms keep 3
     # significant digits, so allow them 1% above).
@@ -59,8 +60,8 @@ def test_produce_and_flush_times_are_counted_merged_and_reset(node):
     shards = node.stats()
     later = get(node, "/stats/latency")
     assert sum(s["latency_us"]["produce"]["count"] for s in shards) == 40
-    per_shard = sum(s["latency_us"]["flush_sync"]["count"] for s in shards)
-    assert sync["count"] <= per_shard <= later["flush_sync"]["count"]
+    per_shard = sum(s["latency_us"]["flush_write"]["count"] for s in shards)
+    assert write["count"] <= per_shard <= later["flush_write"]["count"]
 
     # acks=0 requests get no answer, so they are not timed as produce
     # requests (their appends are still flushed).
@@ -78,7 +79,7 @@ def test_produce_and_flush_times_are_counted_merged_and_reset(node):
     assert after["produce"]["count"] == 0, after
     # The acks=0 records' flushes run on their own: those still in flight
     # (at most two per partition) may end after the reset.
-    assert after["flush_sync"]["count"] <= 4, after
+    assert after["flush_write"]["count"] <= 4, after
     shards = node.stats()
     assert all(s["latency_us"]["produce"]["count"] == 0 for s in shards)
     assert sum(s["produce_requests"] for s in shards) == requests_before

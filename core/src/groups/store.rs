@@ -221,10 +221,11 @@ impl GroupLog {
         let mut offset = log.log_start();
         while offset < log.high_watermark() {
             let read = log.read(offset, 1 << 20).await?;
-            let mut iter = BatchIter::new(&read.batches);
+            let batches = read.batches.to_bytes();
+            let mut iter = BatchIter::new(&batches);
             let mut advanced = false;
             for (pos, h) in iter.by_ref() {
-                let batch = read.batches.slice(pos..pos + h.total_len());
+                let batch = batches.slice(pos..pos + h.total_len());
                 let records = read_records(&batch, &h).ok_or_else(|| {
                     KafkaError::new(
                         ErrorCode::KafkaStorageError,
