@@ -1371,6 +1371,59 @@ mod tests {
     }
 
     #[test]
+    fn a_crash_before_an_earlier_flush_landed_recovers_to_before_it() {
+        in_log_dir("hole", |d| async move {
+            let cfg = LogConfig::default();
+            let log = Rc::new(PartitionLog::open(&d, cfg, 0).await.unwrap());
+            let mut flushes = Vec::new();
+            let mut end = 0i64;
+            for i in 0..40 {
+                let count = 300 + 100 * (i % 3);
+                log.append(&batches(count, 1), 5).await.unwrap();
+                end += count as i64;
+                let l = log.clone();
+                flushes.push(glommio::spawn_local(async move {
+                    l.flush_timed().await.unwrap();
+                }));
+                if flushes.len() == 2 {
+                    flushes.remove(0).await;
+                }
+            }
+            for f in flushes {
+                f.await;
+            }
+            assert_eq!(log.flush().await.unwrap(), end);
+            drop(log);
+            // As if the flush starting after the first padding never landed
+            // while later ones did: its first block reads as zeros.
+            let path = log_path(&d, 0);
+            let mut bytes = std::fs::read(&path).unwrap();
+            let mut pos = 0usize;
+            let (hole, hole_offset) = loop {
+                let start = crate::batch::batch_start(&bytes[pos..], pos as u64) as usize;
+                let h = BatchHeader::parse(&bytes[start..]).unwrap();
+                if start != pos {
+                    break (start, h.base_offset);
+                }
+                pos = start + h.total_len();
+            };
+            bytes[hole..hole + 4096].fill(0);
+            std::fs::write(&path, &bytes).unwrap();
+            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+            assert_eq!(log.high_watermark(), hole_offset);
+            assert_reads_densely(&log, hole_offset).await;
+            // The log goes on from there, over what was after the hole.
+            let (a, _) = log.append(&batches(3, 1), 5).await.unwrap();
+            assert_eq!(a.base_offset, hole_offset);
+            assert_eq!(log.flush().await.unwrap(), hole_offset + 3);
+            drop(log);
+            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+            assert_eq!(log.high_watermark(), hole_offset + 3);
+            assert_reads_densely(&log, hole_offset + 3).await;
+        });
+    }
+
+    #[test]
     fn overlapping_flushes_make_everything_durable_in_order() {
         in_log_dir("overlap", |d| async move {
             // Small segments, so overlapping flushes also span rolls.
