@@ -161,7 +161,9 @@ fn describe(shard: &Rc<Shard>, name: &str) -> Result<QueryResult, SqlError> {
                     Value::from(c.name.clone()),
                     Value::from(c.ty.name()),
                     Value::Bool(!c.not_null && !key),
-                    c.default.clone().map_or(Value::Null, Value::String),
+                    c.default
+                        .as_ref()
+                        .map_or(Value::Null, |d| Value::String(d.to_string())),
                     Value::Bool(key),
                 ]
             })
@@ -224,7 +226,7 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
                 ColumnOption::Default(e) => {
                     let v = const_value(e)?;
                     let v = convert(&column, v)?;
-                    column.default = Some(v.to_string());
+                    column.default = Some(v);
                 }
                 ColumnOption::Unique {
                     is_primary: true, ..

@@ -99,10 +99,7 @@ pub fn to_row(schema: &TableSchema, r: &Incoming) -> Result<RowOp, String> {
             "_timestamp" => Value::String(format_timestamp(r.timestamp_ms)),
             name => match obj.remove(name) {
                 Some(v) => convert(c, v)?,
-                None => match &c.default {
-                    Some(d) => serde_json::from_str(d).unwrap_or(Value::Null),
-                    None => Value::Null,
-                },
+                None => c.default.clone().unwrap_or(Value::Null),
             },
         };
         row.push(v);
@@ -406,7 +403,7 @@ mod tests {
     #[test]
     fn json_objects_become_rows_in_column_order() {
         let mut amount = col("amount", ColumnType::Double);
-        amount.default = Some("0.5".into());
+        amount.default = Some(Value::from(0.5));
         let s = TableSchema {
             columns: vec![
                 col("id", ColumnType::BigInt),

@@ -55,8 +55,26 @@ pub struct Column {
     pub name: String,
     pub ty: ColumnType,
     pub not_null: bool,
-    /// The DEFAULT, as JSON text of the converted value.
-    pub default: Option<String>,
+    /// The DEFAULT, converted to the column's type (kept in the catalog as
+    /// its JSON text; parsed once, not for each record that omits it).
+    #[serde(default, with = "json_text")]
+    pub default: Option<serde_json::Value>,
+}
+
+/// A value kept as JSON text in the catalog (as it always was).
+mod json_text {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    pub fn serialize<S: Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_ref().map(Value::to_string).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|text| serde_json::from_str(&text).map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,6 +240,31 @@ mod tests {
         );
         assert_eq!(parse_timestamp("2024-13-01"), None);
         assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn a_default_is_kept_as_json_text_in_the_catalog() {
+        // As catalogs written before the default was parsed once hold it.
+        let stored = r#"{"name":"amount","ty":"Double","not_null":false,"default":"0.5"}"#;
+        let c: Column = serde_json::from_str(stored).unwrap();
+        assert_eq!(c.default, Some(serde_json::Value::from(0.5)));
+        assert_eq!(serde_json::to_string(&c).unwrap(), stored);
+        let text = Column {
+            default: Some(serde_json::Value::from("a \"b\"")),
+            ..c.clone()
+        };
+        let back: Column = serde_json::from_str(&serde_json::to_string(&text).unwrap()).unwrap();
+        assert_eq!(back, text);
+        let none = Column { default: None, ..c };
+        assert!(serde_json::to_string(&none)
+            .unwrap()
+            .contains(r#""default":null"#));
+        assert!(serde_json::from_str::<Column>(&stored.replace("0.5", "{oops")).is_err());
+        let without = r#"{"name":"n","ty":"BigInt","not_null":true}"#;
+        assert_eq!(
+            serde_json::from_str::<Column>(without).unwrap().default,
+            None
+        );
     }
 
     #[test]
