@@ -8,9 +8,10 @@
 //!   the read and the send after: both are spent as much by the client).
 //! - `flush_write`: a partition flush's durable (O_DSYNC) write(s), on the
 //!   partition's owner.
-//! - `flush_wait`: how long a flush waited for an earlier one to land
-//!   before writing (it writes a block the earlier one wrote too, or it
-//!   retries after a failure); 0 for most.
+//! - `flush_wait`: how long a flush waited for an earlier write to land
+//!   before its own (a flush that wrote a block it writes too, all of them
+//!   before a retry after a failure, or zeros being written ahead where it
+//!   writes); 0 for most.
 //!
 //! Cumulative since start or since the last `POST /stats/reset`; each
 //! shard's are in `GET /stats`, all shards' merged in `GET /stats/latency`.

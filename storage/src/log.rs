@@ -114,9 +114,10 @@ impl LogState {
     }
 }
 
-/// How long one flush waited for an earlier flush's write (one that wrote
-/// a block it writes again, or all of them before a retry), and how long
-/// its durable writes took.
+/// How long one flush waited for an earlier write (a flush that wrote a
+/// block it writes again, all of them before a retry, or zeros being
+/// written ahead where it writes), and how long its own durable writes
+/// (and any preallocation) took.
 #[derive(Debug, Clone, Copy)]
 pub struct FlushTimes {
     pub wait: std::time::Duration,
@@ -562,6 +563,7 @@ impl PartitionLog {
             self.wait_for_earlier(id).await;
         }
         let t1 = std::time::Instant::now();
+        let mut zeros_wait = std::time::Duration::ZERO;
         self.last_flush_bytes
             .set(jobs.iter().map(|j| j.2.len() as u64).sum());
         for (base, file, buf, pos, end, grow) in jobs {
@@ -583,7 +585,9 @@ impl PartitionLog {
                     Err(e) => log::warn!("preallocating segment {base}: {e}"),
                 }
             }
+            let z = std::time::Instant::now();
             self.wait_for_zeros(base, end).await;
+            zeros_wait += z.elapsed();
             // After a failure (a short write too) nothing of this flush
             // counts as written: the next flush writes it all again.
             if let Err(why) = write_whole(&file, buf, pos).await {
@@ -594,8 +598,8 @@ impl PartitionLog {
             }
         }
         let times = FlushTimes {
-            wait: t1 - t0,
-            write: t1.elapsed(),
+            wait: (t1 - t0) + zeros_wait,
+            write: t1.elapsed().saturating_sub(zeros_wait),
         };
         self.flight_landed(id);
         self.seal_inactive().await?;
