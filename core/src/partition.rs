@@ -1,5 +1,5 @@
 //! A topic-partition as its owning shard holds it: the log, its part of the
-//! tail cache, the produce requests waiting for their fsync and the fetches
+//! tail cache, the produce requests waiting for their durable write and the fetches
 //! waiting for new data. Lives on the shard that owns it; never crosses cores.
 
 use std::cell::{Cell, RefCell};
@@ -19,7 +19,8 @@ use crate::table::schema::TableSchema;
 /// The result of a successful produce to one partition.
 pub type ProduceResult = Result<Appended, KafkaError>;
 
-/// A produce request waiting for the fsync that covers its last offset.
+/// A produce request waiting for the durable write that covers its last
+/// offset.
 type AckWaiter = (i64, oneshot::Sender<Result<(), KafkaError>>);
 
 /// What a read of one partition returns.
@@ -81,7 +82,7 @@ impl Partition {
     }
 
     /// Validates, appends and (unless `acks == 0`) waits until the batches
-    /// are fsynced. `max_message_bytes` bounds each batch.
+    /// are durable. `max_message_bytes` bounds each batch.
     pub async fn produce(
         self: &Rc<Self>,
         records: Bytes,

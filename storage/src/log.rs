@@ -664,7 +664,7 @@ impl PartitionLog {
     }
 
     /// Writes one piece of zeros ahead of the active segment's end, so later
-    /// flushes write into initialised blocks and each fdatasync is one
+    /// flushes write into initialised blocks and each one's sync is one
     /// device flush instead of an extent-tree write and a flush. Returns
     /// whether more is wanted. The partition runs this as a task of its own
     /// after flushes, only while they are small (< 256 KiB, when the sync is
@@ -672,11 +672,10 @@ impl PartitionLog {
     /// preallocation rather than writing every byte twice.
     ///
     /// A piece starts past every byte appended so far, so no flush that is
-    /// already prepared writes there; it takes no part in the write lock
-    /// (a flush waits for it only when its own write reaches the piece). Its
-    /// own fdatasync makes the new extents durable, so no produce's sync
-    /// has to (zeros lost in a crash read back as zeros: recovery stops
-    /// there).
+    /// already prepared writes there (a flush waits for it only when its
+    /// own write reaches the piece). Its own durable write makes the new
+    /// extents durable, so no produce's write has to (zeros lost in a crash
+    /// read back as zeros: recovery stops there).
     pub async fn zero_ahead(&self) -> Result<bool, StorageError> {
         if !self.wants_zeros() {
             return Ok(false);

@@ -72,10 +72,10 @@ pub struct Segment {
     /// The file's length on disk, past `size` when space was preallocated.
     pub allocated: u64,
     /// The file holds written blocks (data, or zeros written ahead) up to
-    /// here: writes below it change no metadata, so their fdatasync is one
+    /// here: writes below it change no metadata, so their sync is one
     /// device flush. (Preallocated space is not enough: ext4 marks it
     /// unwritten, and the first write into it changes the extent tree,
-    /// which each fdatasync must then write first.)
+    /// which each sync must then write first.)
     pub zeroed: u64,
     /// Bytes from an aligned position up to `size`, not yet known durable.
     staged: Staging,
