@@ -15,6 +15,10 @@
 #   A_STATS=ADDR   a weir node's HTTP address: passed as --node-stats, so
 #                  the node's own produce p99 is printed beside the client's.
 #
+# Each pair also prints the CPU steal during each run (/proc/stat): on a VM
+# the host's load moves latency tails by several times, so compare tails
+# only from runs with little steal.
+#
 # The topic name gets a suffix per run so every run starts the same way.
 # Each produce run's bytes stay on a storing broker: add --delete-topic to
 # the workload's arguments, or a long series fills the disk (2 GB a run).
@@ -38,7 +42,9 @@ run() { # broker run-number pid stats-addr
   done
   [ -n "$4" ] && stats=(--node-stats "$4")
   c0=$(cpu_ticks "$3")
+  s0=$(head -n 1 /proc/stat)
   out=$("$bin" "$workload" --brokers "$1" "${topic_args[@]}" "${stats[@]}" --json 2>/dev/null | tail -n 1)
+  s1=$(head -n 1 /proc/stat)
   c1=$(cpu_ticks "$3")
   python3 -c '
 import json, sys
@@ -46,13 +52,17 @@ r = json.loads(sys.argv[1])
 c0, c1, tick = sys.argv[2], sys.argv[3], int(sys.argv[4])
 cpu = "-" if c0 == "-" else "%.2f" % ((int(c1) - int(c0)) / tick)
 node = r.get("node_us", {}).get("produce", {}).get("p99", "-")
+# The share of the run the hypervisor kept this VM off its CPUs ("steal"
+# in /proc/stat): tails measured while it is above ~1% are the host'"'"'s.
+d = [int(b) - int(a) for a, b in zip(sys.argv[5].split()[1:9], sys.argv[6].split()[1:9])]
+steal = "%.1f" % (100 * d[7] / max(1, sum(d)))
 print(r["mb_per_sec"], r["msgs_per_sec"], r["latency_us"]["p99"], r["latency_us"]["p999"],
-      r.get("wake_us", {}).get("p99", "-"), cpu, node)' "$out" "$c0" "$c1" "$tick"
+      r.get("wake_us", {}).get("p99", "-"), cpu, node, steal)' "$out" "$c0" "$c1" "$tick" "$s0" "$s1"
 }
 ratios=()
 for ((p = 1; p <= pairs; p++)); do
-  read -r amb amsg ap99 ap999 awake acpu anode < <(run "$a" "a$p" "${A_PID:-}" "${A_STATS:-}")
-  read -r bmb bmsg bp99 bp999 bwake bcpu bnode < <(run "$b" "b$p" "${B_PID:-}" "${B_STATS:-}")
+  read -r amb amsg ap99 ap999 awake acpu anode asteal < <(run "$a" "a$p" "${A_PID:-}" "${A_STATS:-}")
+  read -r bmb bmsg bp99 bp999 bwake bcpu bnode bsteal < <(run "$b" "b$p" "${B_PID:-}" "${B_STATS:-}")
   # nan where A has nothing to divide by (e2e against the null broker
   # receives no records, so it has no MB/s).
   r=$(python3 -c "d = lambda b, a: b / a if a else float('nan'); print(f'{d($bmb, $amb):.2f} {d($bmsg, $amsg):.2f} {d($bp99, $ap99):.2f} {d($bp999, $ap999):.2f}')")
@@ -64,6 +74,7 @@ for ((p = 1; p <= pairs; p++)); do
   [ "$awake" != "-" ] && extra+=" (e2e wake p99: A ${awake}us, B ${bwake}us)"
   [ "$acpu" != "-" ] || [ "$bcpu" != "-" ] && extra+=" (CPU s: A $acpu, B $bcpu)"
   [ "$anode" != "-" ] || [ "$bnode" != "-" ] && extra+=" (node produce p99: A ${anode}us, B ${bnode}us)"
+  extra+=" (CPU steal: A ${asteal}%, B ${bsteal}%)"
   echo "pair $p: A $amb MB/s p99 ${ap99}us p99.9 ${ap999}us | B $bmb MB/s p99 ${bp99}us p99.9 ${bp999}us | B/A MB/s, msg/s, p99, p99.9: $r$extra"
   ratios+=("$r$cpu")
 done
