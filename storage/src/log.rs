@@ -1322,34 +1322,60 @@ mod tests {
         pieces
     }
 
+    /// Appends a batch of each count, starting a flush after each and
+    /// keeping up to `in_flight` of them running, so each is prepared while
+    /// the one before it writes (they pad). Returns the log end and the
+    /// bytes of the batches.
+    async fn append_with_flushes_in_flight(
+        log: &Rc<PartitionLog>,
+        counts: impl Iterator<Item = i32>,
+        in_flight: usize,
+    ) -> (i64, u64) {
+        let (mut end, mut stored) = (0i64, 0u64);
+        let mut flushes = Vec::new();
+        for (i, count) in counts.enumerate() {
+            let b = batches(count, 100 + i as i64);
+            stored += b.iter().map(|(h, _)| h.total_len() as u64).sum::<u64>();
+            log.append(&b, 5).await.unwrap();
+            end += count as i64;
+            let l = log.clone();
+            flushes.push(glommio::spawn_local(async move {
+                l.flush_timed().await.unwrap();
+            }));
+            if flushes.len() == in_flight {
+                flushes.remove(0).await;
+            }
+        }
+        for f in flushes {
+            f.await;
+        }
+        (end, stored)
+    }
+
+    /// Reopens the log in `d`: it ends at `end` and reads densely up to it,
+    /// the next batch takes `end`, and it is there after another reopen.
+    async fn assert_reopens_and_goes_on(d: &Path, cfg: LogConfig, end: i64) {
+        let log = PartitionLog::open(d, cfg, 0).await.unwrap();
+        assert_eq!(log.high_watermark(), end);
+        assert_reads_densely(&log, end).await;
+        let (a, _) = log.append(&batches(3, 1), 5).await.unwrap();
+        assert_eq!(a.base_offset, end);
+        assert_eq!(log.flush().await.unwrap(), end + 3);
+        drop(log);
+        let log = PartitionLog::open(d, cfg, 0).await.unwrap();
+        assert_eq!(log.high_watermark(), end + 3);
+        assert_reads_densely(&log, end + 3).await;
+    }
+
     #[test]
     fn flushes_in_flight_together_pad_and_read_back() {
         in_log_dir("padded", |d| async move {
             let cfg = LogConfig::default();
             let log = Rc::new(PartitionLog::open(&d, cfg, 0).await.unwrap());
-            let (mut end, mut stored) = (0i64, 0u64);
-            let mut flushes = Vec::new();
-            for i in 0..60 {
-                // 1.4-5.6 KB a batch: padding is at most a quarter of what
-                // a flush adds.
-                let count = 200 * (1 + i % 4);
-                let b = batches(count, 100 + i as i64);
-                stored += b.iter().map(|(h, _)| h.total_len() as u64).sum::<u64>();
-                log.append(&b, 5).await.unwrap();
-                end += count as i64;
-                // Up to three flushes in flight, each prepared while the
-                // one before it writes: they pad.
-                let l = log.clone();
-                flushes.push(glommio::spawn_local(async move {
-                    l.flush_timed().await.unwrap();
-                }));
-                if flushes.len() == 3 {
-                    flushes.remove(0).await;
-                }
-            }
-            for f in flushes {
-                f.await;
-            }
+            // 1.4-5.6 KB a batch: padding is at most a quarter of what a
+            // flush adds.
+            let counts = (0..60).map(|i| 200 * (1 + i % 4));
+            let (end, stored) = append_with_flushes_in_flight(&log, counts, 3).await;
             assert_eq!(log.flush().await.unwrap(), end);
             assert!(log.size_bytes() > stored, "no flush was padded");
             assert!(assert_reads_densely(&log, end).await > 1);
@@ -1362,14 +1388,7 @@ mod tests {
             }
             drop(log);
             // Recovery scans across the padding, and appends go on after it.
-            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
-            assert_eq!(log.high_watermark(), end);
-            log.append(&batches(2, 1), 5).await.unwrap();
-            assert_eq!(log.flush().await.unwrap(), end + 2);
-            drop(log);
-            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
-            assert_eq!(log.high_watermark(), end + 2);
-            assert_reads_densely(&log, end + 2).await;
+            assert_reopens_and_goes_on(&d, cfg, end).await;
         });
     }
 
@@ -1378,23 +1397,8 @@ mod tests {
         in_log_dir("hole", |d| async move {
             let cfg = LogConfig::default();
             let log = Rc::new(PartitionLog::open(&d, cfg, 0).await.unwrap());
-            let mut flushes = Vec::new();
-            let mut end = 0i64;
-            for i in 0..40 {
-                let count = 300 + 100 * (i % 3);
-                log.append(&batches(count, 1), 5).await.unwrap();
-                end += count as i64;
-                let l = log.clone();
-                flushes.push(glommio::spawn_local(async move {
-                    l.flush_timed().await.unwrap();
-                }));
-                if flushes.len() == 2 {
-                    flushes.remove(0).await;
-                }
-            }
-            for f in flushes {
-                f.await;
-            }
+            let counts = (0..40).map(|i| 300 + 100 * (i % 3));
+            let (end, _) = append_with_flushes_in_flight(&log, counts, 2).await;
             assert_eq!(log.flush().await.unwrap(), end);
             drop(log);
             // As if the flush starting after the first padding never landed
@@ -1412,17 +1416,9 @@ mod tests {
             };
             bytes[hole..hole + 4096].fill(0);
             std::fs::write(&path, &bytes).unwrap();
-            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
-            assert_eq!(log.high_watermark(), hole_offset);
-            assert_reads_densely(&log, hole_offset).await;
-            // The log goes on from there, over what was after the hole.
-            let (a, _) = log.append(&batches(3, 1), 5).await.unwrap();
-            assert_eq!(a.base_offset, hole_offset);
-            assert_eq!(log.flush().await.unwrap(), hole_offset + 3);
-            drop(log);
-            let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
-            assert_eq!(log.high_watermark(), hole_offset + 3);
-            assert_reads_densely(&log, hole_offset + 3).await;
+            // The log ends before the hole and goes on from there, over
+            // what was after it.
+            assert_reopens_and_goes_on(&d, cfg, hole_offset).await;
         });
     }
 
