@@ -65,7 +65,6 @@ pub struct Appended {
 /// The answer to a read.
 #[derive(Debug, Clone)]
 pub struct ReadResult {
-    /// Whole batches, the first containing the requested offset.
     /// Whole batches, the first containing the requested offset: pieces of
     /// what was read, split where padding was left out.
     pub batches: Chunks,
@@ -155,6 +154,17 @@ struct Flights {
 }
 
 impl Flights {
+    /// Applies the landed flights at the front of the queue (nothing
+    /// before them is in flight any more), then wakes the flushes that no
+    /// earlier flight holds back.
+    fn settle(&mut self, st: &mut LogState) {
+        while self.queue.front().is_some_and(|f| f.landed) {
+            let f = self.queue.pop_front().expect("a flight");
+            st.apply(&f);
+        }
+        self.wake();
+    }
+
     /// Wakes the flushes that no earlier flight holds back any more.
     fn wake(&mut self) {
         let front = self.queue.front().map_or(u64::MAX, |f| f.id);
@@ -633,12 +643,7 @@ impl PartitionLog {
         if let Some(f) = flights.queue.iter_mut().find(|f| f.id == id) {
             f.landed = true;
         }
-        let mut st = self.state.borrow_mut();
-        while flights.queue.front().is_some_and(|f| f.landed) {
-            let f = flights.queue.pop_front().expect("a flight");
-            st.apply(&f);
-        }
-        flights.wake();
+        flights.settle(&mut self.state.borrow_mut());
     }
 
     /// A flight's write failed: the log is failed (appends are refused
@@ -652,14 +657,10 @@ impl PartitionLog {
             f.void = true;
         }
         let mut st = self.state.borrow_mut();
-        while flights.queue.front().is_some_and(|f| f.landed) {
-            let f = flights.queue.pop_front().expect("a flight");
-            st.apply(&f);
-        }
+        flights.settle(&mut st);
         for seg in st.unsealed_mut() {
             seg.flush_failed();
         }
-        flights.wake();
         err
     }
 
