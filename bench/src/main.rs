@@ -37,6 +37,10 @@ enum Command {
 }
 
 fn main() {
+    // librdkafka's own log lines (connection failures, protocol errors) go
+    // through the `log` crate: warnings and errors on stderr unless
+    // RUST_LOG says otherwise.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Produce(a) => produce::run(a),

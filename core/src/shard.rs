@@ -858,8 +858,9 @@ pub type ServeFn = Arc<dyn Fn(Rc<Shard>) -> Result<Serving, String> + Send + Syn
 pub type Serving = Pin<Box<dyn Future<Output = Result<(), String>>>>;
 
 /// Starts `config.shards` executors, pinned one per core, each opening the
-/// partitions it owns and then running `serve`. Returns once all are ready,
-/// or the first start-up error.
+/// partitions it owns and binding its ports with `serve`. Returns once all
+/// are ready (and only then do they accept clients, together), or the first
+/// start-up error.
 pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
     // Shards bind with SO_REUSEPORT, which would also let them share a port
     // with another live process (say, a second node). A plain bind cannot
@@ -904,6 +905,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
     let catalog = Arc::new(Catalog::load_or_create(&config.data_dir, config.shards)?);
     let config = Arc::new(config);
     let stopping = Arc::new(AtomicBool::new(false));
+    let all_ready = Arc::new(AtomicBool::new(false));
     let mesh = MeshBuilder::<ShardJob, _>::full(config.shards, config.mesh_capacity);
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -911,10 +913,11 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
     let mut handles = Vec::new();
     for id in 0..config.shards {
-        let (config, catalog, stopping, mesh, serve, ready) = (
+        let (config, catalog, stopping, all_ready, mesh, serve, ready) = (
             config.clone(),
             catalog.clone(),
             stopping.clone(),
+            all_ready.clone(),
             mesh.clone(),
             serve.clone(),
             ready_tx.clone(),
@@ -973,19 +976,31 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                 if let Err(e) = shard.open_owned_partitions(&catalog).await {
                     return fail(format!("shard {id}: opening partitions: {e}"));
                 }
-                let server = match serve(shard.clone()) {
-                    Ok(fut) => {
-                        let stopping = stopping.clone();
-                        glommio::spawn_local(async move {
-                            if let Err(e) = fut.await {
-                                log::error!("shard {id} stopped serving: {e}");
-                                stopping.store(true, Ordering::Relaxed);
-                            }
-                        })
-                    }
+                let serving = match serve(shard.clone()) {
+                    Ok(fut) => fut,
                     Err(e) => return fail(e),
                 };
                 let _ = ready.send(Ok(id));
+                let server = {
+                    let (stopping, all_ready) = (stopping.clone(), all_ready.clone());
+                    glommio::spawn_local(async move {
+                        // Accept nothing until every shard has opened its
+                        // partitions and bound its ports: Metadata names
+                        // every shard's port, and a request may hop to any
+                        // shard. Clients that connect meanwhile wait in the
+                        // listen backlog. Start-up only, so a short poll.
+                        while !all_ready.load(Ordering::Acquire) {
+                            if stopping.load(Ordering::Relaxed) {
+                                return;
+                            }
+                            glommio::timer::sleep(Duration::from_millis(1)).await;
+                        }
+                        if let Err(e) = serving.await {
+                            log::error!("shard {id} stopped serving: {e}");
+                            stopping.store(true, Ordering::Relaxed);
+                        }
+                    })
+                };
                 let mut ticks = 0u64;
                 let tick = Duration::from_millis(100);
                 let retention_every =
@@ -1037,6 +1052,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
             }
         }
     }
+    all_ready.store(true, Ordering::Release);
     Ok(Node {
         handles,
         stopping,

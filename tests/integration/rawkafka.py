@@ -64,6 +64,24 @@ def parse_produce_v3_response(frame):
     return cid, out
 
 
+def metadata_v0_brokers(sock):
+    """Sends Metadata v0 (every topic) and returns the brokers it names as
+    [(node_id, host, port)]."""
+    sock.sendall(request(3, 0, struct.pack(">i", 0)))
+    frame = read_frame(sock)
+    (_cid, n) = struct.unpack_from(">ii", frame, 0)
+    at, out = 8, []
+    for _ in range(n):
+        (node_id, hlen) = struct.unpack_from(">ih", frame, at)
+        at += 6
+        host = frame[at:at + hlen].decode()
+        at += hlen
+        (port,) = struct.unpack_from(">i", frame, at)
+        at += 4
+        out.append((node_id, host, port))
+    return out
+
+
 def record_batch(values, key=None):
     """A valid v2 record batch, built by kafka-python's own encoder."""
     from kafka.record.default_records import DefaultRecordBatchBuilder

@@ -9,7 +9,8 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient
 
 from conftest import Node, consume_all, create_topic
-from rawkafka import connect, parse_produce_v3_response, produce_v3, read_frame, record_batch, request
+from rawkafka import (connect, metadata_v0_brokers, parse_produce_v3_response, produce_v3, read_frame,
+                      record_batch, request)
 
 
 def free_port_range(n):
@@ -123,6 +124,54 @@ def test_restart_with_other_cores_moves_leaders_and_keeps_records(make_node, tmp
     assert list(md.brokers) == [0] and set(lead.values()) == {0}
     values = sorted(int(m.value()) for m in consume_all(node.bootstrap, "moved", 3, expected=30))
     assert values == list(range(30))
+
+
+def test_every_broker_named_listens_from_the_first_answer(make_node, tmp_path):
+    # Shards open their partitions at their own pace on start-up; none may
+    # answer before every shard's port listens, or a client told of a broker
+    # by the first one to answer finds it refusing connections (librdkafka
+    # reports that to the application as a transport failure).
+    import subprocess
+    import time
+    from conftest import WEIR
+    base = free_port_range(2)
+    node = make_node(cores=2, extra=["--shard-ports", str(base)], data_dir=tmp_path / "d")
+    create_topic(node.bootstrap, "full", partitions=4)
+    p = Producer({"bootstrap.servers": node.bootstrap, "acks": "1", "linger.ms": 20})
+    value = b"x" * 1000
+    for i in range(40_000):
+        p.produce("full", value=value, partition=i % 4)
+        p.poll(0)
+    assert p.flush(60) == 0
+    node.stop()
+
+    for attempt in range(3):
+        proc = subprocess.Popen([WEIR, "serve", node.data_dir, "--kafka", node.bootstrap,
+                                 "--addr", f"127.0.0.1:{node.http_port}", "--cores", "2",
+                                 "--shard-ports", str(base)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            # The first moment any Kafka port answers (polling its connect:
+            # the event is the port coming up).
+            deadline = time.monotonic() + 30
+            brokers = None
+            while brokers is None:
+                assert proc.poll() is None, "weir exited during start-up"
+                assert time.monotonic() < deadline, "no Kafka port answered in 30 s"
+                for port in (node.kafka_port, base, base + 1):
+                    try:
+                        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+                            brokers = metadata_v0_brokers(s)
+                        break
+                    except ConnectionRefusedError:
+                        continue
+            assert {b[0] for b in brokers} == {0, 1}, brokers
+            for node_id, host, port in brokers:
+                with socket.create_connection((host, port), timeout=30) as s:
+                    assert metadata_v0_brokers(s) == brokers, f"broker {node_id} at {host}:{port}"
+        finally:
+            proc.terminate()
+            assert proc.wait(30) == 0
 
 
 @pytest.mark.parametrize("why", ["past 65535", "overlaps --kafka"])
