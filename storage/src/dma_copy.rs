@@ -1,20 +1,24 @@
-//! Copying staged batches into a DMA buffer without passing through the
-//! cache.
+//! Copying large pieces into and out of DMA buffers without passing
+//! through the cache.
 //!
 //! Every flush copies the partition's new bytes (a megabyte or more under
-//! load) into a freshly taken DMA buffer that only the device reads. An
-//! ordinary `memcpy` of that size (glibc uses `rep movsb` up to its
-//! non-temporal threshold, ~200 MB on this machine) reads each destination
-//! line into the cache before overwriting it, and then evicts the data the
-//! shard is about to touch (the next requests' bytes, their CRCs). A
-//! streaming (non-temporal) store writes whole lines straight to memory:
-//! measured 1.3–2.5x the copy rate for 64 KiB–2.5 MiB pieces here
-//! (bench/README, session 8). Our own code because it is the produce path's
-//! one large copy; small pieces (the 61-byte patched headers) use
-//! `copy_from_slice`.
+//! load) into a freshly taken DMA buffer that only the device reads, and
+//! every read from disk copies what the device put into glommio's DMA
+//! buffer into memory the read's `Bytes` own (glommio's buffer is tied to
+//! its shard and cannot travel in a `Bytes`). An ordinary `memcpy` of that
+//! size (glibc uses `rep movsb` up to its non-temporal threshold, ~200 MB on
+//! this machine) reads each destination line into the cache before
+//! overwriting it, and then evicts the data the shard is about to touch
+//! (the next requests' bytes, their CRCs). A streaming (non-temporal) store
+//! writes whole lines straight to memory: measured 1.3–2.5x the copy rate
+//! for 64 KiB–2.5 MiB pieces here (bench/README, session 8). Our own code
+//! because it is the produce path's and the disk read path's one large
+//! copy; small pieces (the 61-byte patched headers) use `copy_from_slice`.
 //!
 //! Streaming stores are weakly ordered: [`fence`] must run after the last
-//! copy and before the buffer goes to the device.
+//! copy and before the buffer goes to the device ([`gather`] fences itself).
+
+use bytes::{Bytes, BytesMut};
 
 /// Below this a piece is copied the ordinary way (the fixed costs and the
 /// unaligned head and tail are not worth it, and the lines may be reused).
@@ -24,13 +28,43 @@ const STREAM_MIN: usize = 16 * 1024;
 /// cache. Call [`fence`] before the device reads `dst`.
 pub fn copy(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len(), "dma_copy::copy of unequal lengths");
+    // SAFETY: `dst` is valid for `src.len()` bytes (asserted just above).
+    unsafe { copy_raw(dst.as_mut_ptr(), src) };
+}
+
+/// The pieces copied one after another into new memory, streamed past the
+/// cache when large, and fenced.
+pub fn gather<'a>(pieces: impl IntoIterator<Item = &'a [u8]> + Clone) -> Bytes {
+    let total = pieces.clone().into_iter().map(<[u8]>::len).sum();
+    let mut out = BytesMut::with_capacity(total);
+    for piece in pieces {
+        let at = out.len();
+        // SAFETY: the capacity is the pieces' total, so `piece.len()` bytes
+        // from `at` are allocated; they are initialised by the copy before
+        // `set_len` makes them part of `out`.
+        unsafe {
+            copy_raw(out.as_mut_ptr().add(at), piece);
+            out.set_len(at + piece.len());
+        }
+    }
+    fence();
+    out.freeze()
+}
+
+/// Copies `src` to `dst`.
+///
+/// # Safety
+/// `dst` must be valid for writes of `src.len()` bytes and not overlap `src`.
+unsafe fn copy_raw(dst: *mut u8, src: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     if src.len() >= STREAM_MIN && std::is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 is present (checked just above).
+        // SAFETY: AVX2 is present (checked just above); the caller vouches
+        // for `dst`.
         unsafe { stream_avx2(dst, src) };
         return;
     }
-    dst.copy_from_slice(src);
+    // SAFETY: the caller vouches for `dst`.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
 }
 
 /// Orders every streaming store made so far before any later store (the
@@ -46,19 +80,25 @@ pub fn fence() {
 /// 32-byte streaming stores from unaligned loads: the destination's
 /// unaligned head and the tail that does not fill 128 bytes are copied
 /// ordinarily.
+///
+/// # Safety
+/// AVX2 must be present; `dst` valid for writes of `src.len()` bytes, not
+/// overlapping `src`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn stream_avx2(dst: &mut [u8], src: &[u8]) {
+unsafe fn stream_avx2(dst: *mut u8, src: &[u8]) {
     use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_stream_si256};
-    let n = dst.len();
-    let head = (dst.as_ptr() as usize).wrapping_neg() & 31;
+    use std::ptr::copy_nonoverlapping;
+    let n = src.len();
+    let head = ((dst as usize).wrapping_neg() & 31).min(n);
     let body = (n - head) & !127;
-    dst[..head].copy_from_slice(&src[..head]);
     // SAFETY: `d` walks [head, head + body) of `dst`, 32-byte aligned (head
     // brings it there); `s` walks the same range of `src`, read unaligned;
     // body is a multiple of 128, so each step's four vectors are in range.
+    // The head and the tail are within `n` bytes of both.
     unsafe {
-        let mut d = dst.as_mut_ptr().add(head).cast::<__m256i>();
+        copy_nonoverlapping(src.as_ptr(), dst, head);
+        let mut d = dst.add(head).cast::<__m256i>();
         let mut s = src.as_ptr().add(head).cast::<__m256i>();
         let end = d.add(body / 32);
         while d < end {
@@ -73,8 +113,9 @@ unsafe fn stream_avx2(dst: &mut [u8], src: &[u8]) {
             d = d.add(4);
             s = s.add(4);
         }
+        let done = head + body;
+        copy_nonoverlapping(src.as_ptr().add(done), dst.add(done), n - done);
     }
-    dst[head + body..].copy_from_slice(&src[head + body..]);
 }
 
 #[cfg(test)]
@@ -109,5 +150,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Pieces around the threshold come out joined, in order, exactly.
+    #[test]
+    fn gathers_pieces_in_order() {
+        let src: Vec<u8> = (0..STREAM_MIN * 4).map(|i| (i * 7 % 253) as u8).collect();
+        let cuts = [0, 1, 33, STREAM_MIN + 5, 3 * STREAM_MIN, 4 * STREAM_MIN];
+        let pieces: Vec<&[u8]> = cuts.windows(2).map(|w| &src[w[0]..w[1]]).collect();
+        let out = gather(pieces.iter().copied());
+        assert_eq!(&out[..], &src[..]);
+        assert!(gather(std::iter::empty()).is_empty());
     }
 }

@@ -1149,25 +1149,22 @@ async fn read_exact(
     len: usize,
 ) -> Result<Bytes, StorageError> {
     let err = |e: glommio::GlommioError<()>| StorageError::Io(format!("reading at {pos}: {e}"));
-    if len <= READ_PIECE {
-        let r = file.read_at(pos, len).await.map_err(err)?;
-        return Ok(Bytes::copy_from_slice(&r));
-    }
     let reads = futures::future::join_all((0..len).step_by(READ_PIECE).map(|at| {
         let n = READ_PIECE.min(len - at);
         file.read_at(pos + at as u64, n)
     }))
     .await;
-    let mut out = bytes::BytesMut::with_capacity(len);
+    // Up to the first short piece (the end of the file).
+    let mut pieces = Vec::with_capacity(reads.len());
     for r in reads {
         let r = r.map_err(err)?;
         let short = r.len() < READ_PIECE;
-        out.extend_from_slice(&r);
+        pieces.push(r);
         if short {
             break;
         }
     }
-    Ok(out.freeze())
+    Ok(crate::dma_copy::gather(pieces.iter().map(|r| &r[..])))
 }
 
 #[cfg(test)]
