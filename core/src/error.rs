@@ -62,6 +62,9 @@ pub struct KafkaError {
     pub message: String,
     /// The record of the batch that is at fault (INVALID_RECORD).
     pub record_index: Option<i32>,
+    /// For the node's log only: what the client's message leaves out (the
+    /// start of a refused record's value).
+    pub detail: Option<String>,
 }
 
 impl KafkaError {
@@ -70,6 +73,7 @@ impl KafkaError {
             code,
             message: message.into(),
             record_index: None,
+            detail: None,
         }
     }
 

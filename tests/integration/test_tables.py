@@ -200,13 +200,16 @@ def test_refused_batches_write_nothing(node):
          "needs a table with a PRIMARY KEY"),
     ]
     for table, bad, reason in cases:
-        before = end_offset(node, table)
+        before, lines_before = end_offset(node, table), len(node.log)
         errors = delivery_errors(node.bootstrap, table, [ok, bad, ok])
         assert len(errors) == 3 and all(e is not None for e in errors), errors
         assert all(e.code() == 87 or "INVALID_RECORD" in e.name() for e in errors), errors
         assert end_offset(node, table) == before, "nothing of the batch is written"
-        logged = [line for line in node.log if reason in line]
-        assert any(f"table {table}" in line for line in logged), f"the node logs why: {reason}"
+        # One line says why: the table, the record, the reason, its value.
+        logged = [line for line in node.log[lines_before:] if reason in line]
+        assert len(logged) == 1, logged
+        assert f"table {table}: record 1: " in logged[0], logged
+        assert "value " + json.dumps(bad[1].decode()) in logged[0], logged
     # The good record alone goes in, with its DEFAULT.
     assert delivery_errors(node.bootstrap, "strict", [ok]) == [None]
     assert rows(node, "SELECT * FROM strict") == [{"id": 1, "name": "fine", "score": 1.5}]

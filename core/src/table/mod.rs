@@ -50,15 +50,21 @@ pub fn rows_batch(
             Ok(RowOp::Delete { key }) => out.push((ts, Some(key), None)),
             Ok(RowOp::Skip) => {}
             Err(why) => {
-                let value = r
-                    .value
-                    .as_deref()
-                    .map(|v| String::from_utf8_lossy(&v[..v.len().min(200)]).into_owned());
-                crate::refusals::log(format_args!(
-                    "table {table}: record {i} of a batch refused: {why} (value {value:?})"
-                ));
-                let mut e = KafkaError::new(ErrorCode::InvalidRecord, format!("record {i}: {why}"));
+                // The start of the value goes to the log with the refusal
+                // (the produce handler logs it), not back to the client.
+                let value = match r.value.as_deref() {
+                    Some(v) => format!(
+                        "value {:?}",
+                        String::from_utf8_lossy(&v[..v.len().min(200)])
+                    ),
+                    None => "no value".to_string(),
+                };
+                let mut e = KafkaError::new(
+                    ErrorCode::InvalidRecord,
+                    format!("table {table}: record {i}: {why}"),
+                );
                 e.record_index = Some(i as i32);
+                e.detail = Some(value);
                 return Err(e);
             }
         }

@@ -60,7 +60,14 @@ pub async fn handle(
                 Some((name.0.as_str(), index))
             });
             let (topic, partition) = at.unwrap_or(("?", -1));
-            weir_core::refusals::log(format_args!("produce to {topic}-{partition} refused: {e}"));
+            match &e.detail {
+                Some(d) => weir_core::refusals::log(format_args!(
+                    "produce to {topic}-{partition} refused: {e} ({d})"
+                )),
+                None => weir_core::refusals::log(format_args!(
+                    "produce to {topic}-{partition} refused: {e}"
+                )),
+            }
         }
         results[i] = Some(r);
     }
