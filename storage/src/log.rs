@@ -46,12 +46,25 @@ impl Default for LogConfig {
     }
 }
 
-/// How far ahead of a segment's end a partition writes zeros, and how much
-/// at a time.
+/// How far ahead of a segment's end a partition writes zeros at most, and
+/// how much at a time.
 const ZERO_AHEAD_BYTES: u64 = 4 << 20;
 const ZERO_CHUNK_BYTES: u64 = 256 << 10;
-/// Space allocated ahead of a segment's end at a time.
+/// Space allocated ahead of a segment's end at a time: at most, and at
+/// least.
 const PREALLOCATE_BYTES: u64 = 32 << 20;
+const PREALLOCATE_MIN_BYTES: u64 = 1 << 20;
+
+/// How far ahead of a segment's end to allocate space or write zeros: as
+/// far as the segment already reaches (`end`), between `floor` and `cap`.
+/// A partition that receives little reserves and writes little ahead: a
+/// fixed 32 MiB allocated and 4 MiB of zeros written per partition cost a
+/// topic of 200 quiet partitions 6.4 GB of disk and 0.9 GB of device writes
+/// for 20 MB of records. A busy partition doubles up to `cap` within its
+/// first few megabytes.
+fn ahead_of(end: u64, floor: u64, cap: u64) -> u64 {
+    align_up(end).clamp(floor, cap)
+}
 
 /// Where an append landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -531,7 +544,7 @@ impl PartitionLog {
     /// nothing to flush); returns when its own writes landed.
     pub async fn flush_timed(&self) -> Result<(i64, Option<FlushTimes>), StorageError> {
         // Allocate ahead no more than a segment holds.
-        let ahead = PREALLOCATE_BYTES.min(align_up(self.config.get().segment_bytes));
+        let segment_bytes = align_up(self.config.get().segment_bytes);
         let (id, jobs, must_wait) = {
             let mut st = self.state.borrow_mut();
             if !st.unsealed().any(|s| s.unwritten()) {
@@ -551,7 +564,10 @@ impl PartitionLog {
                     must_wait |= in_flight && s.shares_block();
                     let (buf, pos, end) = s.prepare_flush(pad);
                     // Zeroing ahead raises `allocated` with `zeroed`.
-                    let grow = (end > s.allocated).then(|| align_up(end) + ahead);
+                    let grow = (end > s.allocated).then(|| {
+                        let ahead = ahead_of(end, PREALLOCATE_MIN_BYTES, PREALLOCATE_BYTES);
+                        align_up(end) + ahead.min(segment_bytes)
+                    });
                     (s.base, s.file.clone(), buf, pos, end, grow)
                 })
                 .collect();
@@ -720,8 +736,8 @@ impl PartitionLog {
     }
 
     /// The next piece of zeros to write: the active segment's file, base
-    /// and the range, while flushes are small and the zeros reach less than
-    /// `ZERO_AHEAD_BYTES` past the end.
+    /// and the range, while flushes are small and the zeros reach less far
+    /// past the end than `ahead_of` says (at most `ZERO_AHEAD_BYTES`).
     fn next_zero_piece(&self) -> Option<(Rc<glommio::io::DmaFile>, i64, u64, u64)> {
         if self.last_flush_bytes.get() >= ZERO_CHUNK_BYTES {
             return None;
@@ -733,7 +749,7 @@ impl PartitionLog {
         let to = (from + ZERO_CHUNK_BYTES).min(limit);
         let wanted = st.failed.is_none()
             && !seg.sealed
-            && from < align_up(seg.size) + ZERO_AHEAD_BYTES
+            && from < align_up(seg.size) + ahead_of(seg.size, ZERO_CHUNK_BYTES, ZERO_AHEAD_BYTES)
             && to > from;
         wanted.then(|| (seg.file.clone(), seg.base, from, to))
     }
@@ -1508,6 +1524,53 @@ mod tests {
             assert_reads_densely(&log, end).await;
             let (a, _) = log.append(&batches(1, 1), 5).await.unwrap();
             assert_eq!(a.base_offset, end);
+        });
+    }
+
+    #[test]
+    fn space_and_zeros_ahead_grow_with_the_segment() {
+        in_log_dir("ahead", |d| async move {
+            let log = PartitionLog::open(&d, LogConfig::default(), 0)
+                .await
+                .unwrap();
+            let on_disk = || {
+                let st = log.state.borrow();
+                let s = st.segments.values().next_back().unwrap();
+                let len = std::fs::metadata(log_path(&d, s.base)).unwrap().len();
+                (s.size, s.zeroed, len)
+            };
+            // A quiet partition: one small batch reserves a megabyte and
+            // zeros one chunk ahead, not 32 MiB and 4 MiB.
+            log.append(&batches(1, 100), 5).await.unwrap();
+            log.flush().await.unwrap();
+            while log.zero_ahead().await.unwrap() {}
+            let (size, zeroed, len) = on_disk();
+            assert!(size < 4096, "{size}");
+            assert_eq!(zeroed, align_up(size) + ZERO_CHUNK_BYTES);
+            assert_eq!(len, align_up(size) + PREALLOCATE_MIN_BYTES);
+            // Small flushes until the segment holds ~6 MiB: the zeros reach
+            // as far ahead as the segment reaches, up to 4 MiB.
+            let mut end = 1;
+            while on_disk().0 < 6 << 20 {
+                // ~170 KiB a flush: small enough to keep zeroing ahead.
+                for _ in 0..1000 {
+                    log.append(&batches(16, 4000 + end), 5).await.unwrap();
+                    end += 16;
+                }
+                assert_eq!(log.flush().await.unwrap(), end);
+                while log.zero_ahead().await.unwrap() {}
+                let (size, zeroed, len) = on_disk();
+                let ahead = zeroed - align_up(size);
+                let want = align_up(size).clamp(ZERO_CHUNK_BYTES, ZERO_AHEAD_BYTES);
+                assert!(
+                    ahead >= want && ahead < want + ZERO_CHUNK_BYTES,
+                    "{size} {ahead}"
+                );
+                assert!(len >= zeroed && len <= 2 * align_up(size) + PREALLOCATE_MIN_BYTES);
+            }
+            let (size, zeroed, _) = on_disk();
+            assert!(zeroed - align_up(size) >= ZERO_AHEAD_BYTES);
+            assert_reads_densely(&log, end).await;
         });
     }
 
