@@ -26,6 +26,47 @@ pub struct TopicConfig {
     pub max_message_bytes: i32,
     pub segment_bytes: i64,
     pub segment_ms: i64,
+    /// Absent from catalogs written before it existed: `delete`.
+    #[serde(default)]
+    pub cleanup_policy: CleanupPolicy,
+}
+
+/// Kafka's `cleanup.policy`. Old segments go by retention under `delete`
+/// (and `compact,delete`). Under `compact` alone retention deletes nothing:
+/// Kafka keeps at least the latest record of every key. weir does not
+/// compact yet, so such a topic keeps every record: readers see each
+/// update in order and the latest per key wins, as after any compaction
+/// that has not run (Kafka Connect's internal topics and Debezium's need
+/// the policy accepted, not the space saved).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CleanupPolicy {
+    #[default]
+    Delete,
+    Compact,
+    CompactDelete,
+}
+
+impl CleanupPolicy {
+    fn parse(value: &str) -> Option<CleanupPolicy> {
+        let mut parts: Vec<&str> = value.split(',').map(str::trim).collect();
+        parts.sort_unstable();
+        parts.dedup();
+        match parts[..] {
+            ["delete"] => Some(CleanupPolicy::Delete),
+            ["compact"] => Some(CleanupPolicy::Compact),
+            ["compact", "delete"] => Some(CleanupPolicy::CompactDelete),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CleanupPolicy::Delete => "delete",
+            CleanupPolicy::Compact => "compact",
+            CleanupPolicy::CompactDelete => "compact,delete",
+        }
+    }
 }
 
 impl Default for TopicConfig {
@@ -36,12 +77,14 @@ impl Default for TopicConfig {
             max_message_bytes: 1_048_588,
             segment_bytes: 1 << 30,
             segment_ms: 7 * 24 * 3600 * 1000,
+            cleanup_policy: CleanupPolicy::Delete,
         }
     }
 }
 
 /// The configs DescribeConfigs reports and CreateTopics accepts.
-pub const CONFIG_NAMES: [&str; 5] = [
+pub const CONFIG_NAMES: [&str; 6] = [
+    "cleanup.policy",
     "retention.ms",
     "retention.bytes",
     "max.message.bytes",
@@ -58,6 +101,23 @@ impl TopicConfig {
                 format!("invalid value {value:?} for config {name}"),
             )
         };
+        if !CONFIG_NAMES.contains(&name) {
+            return Err(KafkaError::new(
+                ErrorCode::InvalidConfig,
+                format!("unknown topic config {name}"),
+            ));
+        }
+        if name == "cleanup.policy" {
+            self.cleanup_policy = CleanupPolicy::parse(value).ok_or_else(|| {
+                KafkaError::new(
+                    ErrorCode::InvalidConfig,
+                    format!(
+                        "invalid value {value:?} for config {name}: delete, compact or compact,delete"
+                    ),
+                )
+            })?;
+            return Ok(());
+        }
         let n: i64 = value.trim().parse().map_err(|_| bad())?;
         match name {
             "retention.ms" if n >= -1 => self.retention_ms = n,
@@ -67,13 +127,7 @@ impl TopicConfig {
             }
             "segment.bytes" if n >= 14 => self.segment_bytes = n,
             "segment.ms" if n >= 1 => self.segment_ms = n,
-            _ if CONFIG_NAMES.contains(&name) => return Err(bad()),
-            _ => {
-                return Err(KafkaError::new(
-                    ErrorCode::InvalidConfig,
-                    format!("unknown topic config {name}"),
-                ))
-            }
+            _ => return Err(bad()),
         }
         Ok(())
     }
@@ -97,16 +151,19 @@ impl TopicConfig {
             "max.message.bytes" => self.max_message_bytes.to_string(),
             "segment.bytes" => self.segment_bytes.to_string(),
             "segment.ms" => self.segment_ms.to_string(),
+            "cleanup.policy" => self.cleanup_policy.name().to_string(),
             _ => return None,
         })
     }
 
     pub fn log_config(&self) -> weir_storage::LogConfig {
+        // Under `compact` alone retention deletes nothing (see CleanupPolicy).
+        let keep_all = self.cleanup_policy == CleanupPolicy::Compact;
         weir_storage::LogConfig {
             segment_bytes: self.segment_bytes.max(1) as u64,
             segment_ms: self.segment_ms,
-            retention_ms: self.retention_ms,
-            retention_bytes: self.retention_bytes,
+            retention_ms: if keep_all { -1 } else { self.retention_ms },
+            retention_bytes: if keep_all { -1 } else { self.retention_bytes },
         }
     }
 }
@@ -317,9 +374,33 @@ mod tests {
             c.set("retention.ms", "abc").unwrap_err().code,
             ErrorCode::InvalidConfig
         );
-        assert_eq!(
-            c.set("no.such", "1").unwrap_err().code,
-            ErrorCode::InvalidConfig
-        );
+        let e = c.set("no.such", "abc").unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidConfig);
+        assert_eq!(e.message, "unknown topic config no.such");
+    }
+
+    #[test]
+    fn cleanup_policy_and_retention() {
+        let mut c = TopicConfig::default();
+        assert_eq!(c.get("cleanup.policy").unwrap(), "delete");
+        c.set("retention.ms", "1000").unwrap();
+        c.set("retention.bytes", "5000").unwrap();
+        assert_eq!(c.log_config().retention_ms, 1000);
+        // Compact alone: nothing goes by retention.
+        c.set("cleanup.policy", "compact").unwrap();
+        assert_eq!(c.get("cleanup.policy").unwrap(), "compact");
+        let l = c.log_config();
+        assert_eq!((l.retention_ms, l.retention_bytes), (-1, -1));
+        // Both, in either order: retention applies.
+        c.set("cleanup.policy", " delete,compact").unwrap();
+        assert_eq!(c.get("cleanup.policy").unwrap(), "compact,delete");
+        assert_eq!(c.log_config().retention_bytes, 5000);
+        let e = c.set("cleanup.policy", "shred").unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidConfig);
+        assert!(e.message.contains("delete, compact or compact,delete"));
+        // A catalog written before the policy existed reads as `delete`.
+        let old = r#"{"retention_ms":1,"retention_bytes":-1,"max_message_bytes":10,"segment_bytes":100,"segment_ms":5}"#;
+        let c: TopicConfig = serde_json::from_str(old).unwrap();
+        assert_eq!(c.cleanup_policy, CleanupPolicy::Delete);
     }
 }

@@ -126,6 +126,59 @@ def test_incremental_alter_configs_take_effect(make_node):
     assert low > 0, "retention.bytes moved the log start"
 
 
+def test_cleanup_policy_compact_keeps_every_record(make_node):
+    """Kafka Connect creates its internal topics with cleanup.policy=compact
+    (and refuses to start otherwise). weir accepts the policy; not compacting
+    yet, such a topic keeps every record: retention deletes nothing from it
+    while a `delete` topic beside it loses its old segments."""
+    import time
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+    # One shard: one retention pass judges both topics together.
+    n = make_node(cores=1, extra=["--retention-check-ms", "200"])
+    a = admin(n)
+    small = {"segment.bytes": "4096", "retention.bytes": "8192", "retention.ms": "1"}
+    a.create_topics([NewTopic("kept", 1, 1, config={"cleanup.policy": "compact", **small}),
+                     NewTopic("aged", 1, 1, config=small)])["kept"].result(10)
+    kp = KafkaAdminClient(bootstrap_servers=n.bootstrap)
+    kp.create_topics([KNewTopic("connect-offsets", 1, 1, topic_configs={"cleanup.policy": "compact"})])
+    policy = kp.describe_configs([ConfigResource("TOPIC", "connect-offsets")])["topic"]["connect-offsets"]
+    assert policy["cleanup.policy"]["value"] == "compact"
+    kp.close()
+    configs = list(a.describe_configs([CConfigResource("topic", "kept")]).values())[0].result(10)
+    assert configs["cleanup.policy"].value == "compact" and not configs["cleanup.policy"].is_default
+    bad = a.create_topics([NewTopic("bad-policy", 1, 1, config={"cleanup.policy": "shred"})])["bad-policy"]
+    assert error_of(bad).code() == 40  # INVALID_CONFIG
+    unknown = a.create_topics([NewTopic("bad-name", 1, 1, config={"no.such.config": "x"})])["bad-name"]
+    assert "unknown topic config no.such.config" in error_of(unknown).str()
+
+    p = Producer({"bootstrap.servers": n.bootstrap, "linger.ms": 0})
+    for i in range(100):
+        for t in ("kept", "aged"):
+            p.produce(t, key=f"k{i % 10}", value=b"x" * 500)
+        p.flush(10)  # one batch per record: many small segments
+    c = Consumer({"bootstrap.servers": n.bootstrap, "group.id": "policy"})
+
+    def low(topic):
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[0]
+
+    deadline = time.time() + 20
+    while low("aged") == 0:
+        assert time.time() < deadline, "retention never ran on the delete topic"
+        time.sleep(0.1)  # retention runs every 200 ms on its own schedule
+    assert low("kept") == 0, "retention deleted from a compact topic"
+    assert c.get_watermark_offsets(TopicPartition("kept", 0), timeout=10)[1] == 100
+
+    # compact,delete: retention applies again.
+    res = CConfigResource("topic", "kept", incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact,delete", incremental_operation=AlterConfigOpType.SET)])
+    a.incremental_alter_configs([res])[res].result(10)
+    while low("kept") == 0:
+        assert time.time() < deadline + 20, "retention never ran under compact,delete"
+        time.sleep(0.1)
+    c.close()
+
+
 def test_delete_records_moves_the_start_and_survives_restart(node):
     from confluent_kafka import Consumer, TopicPartition
 

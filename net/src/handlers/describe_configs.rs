@@ -23,6 +23,7 @@ const SOURCE_DEFAULT: i8 = 5;
 /// Kafka's ConfigType.
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
+const TYPE_LIST: i8 = 7;
 
 pub fn handle(
     shard: &Rc<Shard>,
@@ -58,10 +59,10 @@ pub fn handle(
                                     } else {
                                         SOURCE_TOPIC
                                     })
-                                    .with_config_type(if *n == "max.message.bytes" {
-                                        TYPE_INT
-                                    } else {
-                                        TYPE_LONG
+                                    .with_config_type(match *n {
+                                        "max.message.bytes" => TYPE_INT,
+                                        "cleanup.policy" => TYPE_LIST,
+                                        _ => TYPE_LONG,
                                     })
                                     .with_value(value.map(|v| str(&v)))
                             })
