@@ -29,6 +29,11 @@ pub struct TopicConfig {
     /// Absent from catalogs written before it existed: `delete`.
     #[serde(default)]
     pub cleanup_policy: CleanupPolicy,
+    /// Kafka's `message.timestamp.type`: `LogAppendTime` stamps every batch
+    /// with the time it is appended (absent from older catalogs: false,
+    /// `CreateTime`).
+    #[serde(default)]
+    pub log_append_time: bool,
 }
 
 /// Kafka's `cleanup.policy`. Old segments go by retention under `delete`
@@ -78,13 +83,15 @@ impl Default for TopicConfig {
             segment_bytes: 1 << 30,
             segment_ms: 7 * 24 * 3600 * 1000,
             cleanup_policy: CleanupPolicy::Delete,
+            log_append_time: false,
         }
     }
 }
 
 /// The configs DescribeConfigs reports and CreateTopics accepts.
-pub const CONFIG_NAMES: [&str; 6] = [
+pub const CONFIG_NAMES: [&str; 7] = [
     "cleanup.policy",
+    "message.timestamp.type",
     "retention.ms",
     "retention.bytes",
     "max.message.bytes",
@@ -116,6 +123,21 @@ impl TopicConfig {
                     ),
                 )
             })?;
+            return Ok(());
+        }
+        if name == "message.timestamp.type" {
+            self.log_append_time = match value.trim() {
+                "CreateTime" => false,
+                "LogAppendTime" => true,
+                _ => {
+                    return Err(KafkaError::new(
+                        ErrorCode::InvalidConfig,
+                        format!(
+                        "invalid value {value:?} for config {name}: CreateTime or LogAppendTime"
+                    ),
+                    ))
+                }
+            };
             return Ok(());
         }
         let n: i64 = value.trim().parse().map_err(|_| bad())?;
@@ -152,6 +174,12 @@ impl TopicConfig {
             "segment.bytes" => self.segment_bytes.to_string(),
             "segment.ms" => self.segment_ms.to_string(),
             "cleanup.policy" => self.cleanup_policy.name().to_string(),
+            "message.timestamp.type" => if self.log_append_time {
+                "LogAppendTime"
+            } else {
+                "CreateTime"
+            }
+            .to_string(),
             _ => return None,
         })
     }
@@ -164,6 +192,7 @@ impl TopicConfig {
             segment_ms: self.segment_ms,
             retention_ms: if keep_all { -1 } else { self.retention_ms },
             retention_bytes: if keep_all { -1 } else { self.retention_bytes },
+            log_append_time: self.log_append_time,
         }
     }
 }
@@ -402,5 +431,19 @@ mod tests {
         let old = r#"{"retention_ms":1,"retention_bytes":-1,"max_message_bytes":10,"segment_bytes":100,"segment_ms":5}"#;
         let c: TopicConfig = serde_json::from_str(old).unwrap();
         assert_eq!(c.cleanup_policy, CleanupPolicy::Delete);
+        assert!(!c.log_append_time);
+    }
+
+    #[test]
+    fn message_timestamp_type() {
+        let mut c = TopicConfig::default();
+        assert_eq!(c.get("message.timestamp.type").unwrap(), "CreateTime");
+        c.set("message.timestamp.type", "LogAppendTime").unwrap();
+        assert!(c.log_config().log_append_time);
+        assert_eq!(c.get("message.timestamp.type").unwrap(), "LogAppendTime");
+        let e = c.set("message.timestamp.type", "Now").unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidConfig);
+        c.reset("message.timestamp.type").unwrap();
+        assert!(!c.log_config().log_append_time);
     }
 }

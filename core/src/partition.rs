@@ -110,12 +110,15 @@ impl Partition {
             // A typed table stores rows: every record is converted (or the
             // whole request refused) before anything is appended.
             let now = now_ms();
+            let stamp = self.log.config().log_append_time;
             let mut rows = Vec::with_capacity(batches.len());
             // The rows are held until all are converted: their total is
             // bounded, and each batch may decompress only to what is left.
             let mut budget = crate::table::MAX_DECOMPRESSED;
             for (h, b) in &batches {
-                if let Some(r) = crate::table::rows_batch(&self.topic, schema, h, b, now, budget)? {
+                if let Some(r) =
+                    crate::table::rows_batch(&self.topic, schema, h, b, now, stamp, budget)?
+                {
                     budget = budget.checked_sub(r.1.len()).ok_or_else(|| {
                         KafkaError::new(
                             ErrorCode::RecordListTooLarge,

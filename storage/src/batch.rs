@@ -170,13 +170,24 @@ pub fn split_produced(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, Batc
 }
 
 /// `batch` with `baseOffset` set to `base_offset` and, for a LogAppendTime
-/// batch, the max timestamp set to `append_time_ms` with the CRC recomputed:
-/// a patched copy of the 61-byte header, then the rest of `batch` shared.
-pub fn assign_offset(batch: &Bytes, base_offset: i64, append_time_ms: i64) -> Chunks {
+/// batch (as produced, or made one by `log_append_time`: the topic's
+/// `message.timestamp.type`), the max timestamp set to `append_time_ms` with
+/// the CRC recomputed: a patched copy of the 61-byte header, then the rest
+/// of `batch` shared.
+pub fn assign_offset(
+    batch: &Bytes,
+    base_offset: i64,
+    append_time_ms: i64,
+    log_append_time: bool,
+) -> Chunks {
     let mut head = BytesMut::from(&batch[..HEADER_LEN]);
     let body = batch.slice(HEADER_LEN..);
     head[0..8].copy_from_slice(&base_offset.to_be_bytes());
-    let attributes = be_i16(&head, 21);
+    let mut attributes = be_i16(&head, 21);
+    if log_append_time {
+        attributes |= ATTR_LOG_APPEND_TIME;
+        head[21..23].copy_from_slice(&attributes.to_be_bytes());
+    }
     if attributes & ATTR_LOG_APPEND_TIME != 0 {
         head[35..43].copy_from_slice(&append_time_ms.to_be_bytes());
         let crc = crc32c::crc32c_append(crc32c::crc32c(&head[CRC_START..]), &body);
@@ -403,15 +414,22 @@ pub(crate) mod tests {
     #[test]
     fn offset_assignment_keeps_crc_valid() {
         let b = Bytes::from(make_batch(2, 5, ATTR_LOG_APPEND_TIME));
-        let out = assign_offset(&b, 42, 777).to_bytes();
+        let out = assign_offset(&b, 42, 777, false).to_bytes();
         let h = BatchHeader::parse(&out).unwrap();
         assert_eq!(h.base_offset, 42);
         assert_eq!(h.max_timestamp, 777);
         assert!(crc_ok(&out, &h));
-        let plain = assign_offset(&Bytes::from(make_batch(2, 5, 0)), 9, 777).to_bytes();
+        let plain = assign_offset(&Bytes::from(make_batch(2, 5, 0)), 9, 777, false).to_bytes();
         let h = BatchHeader::parse(&plain).unwrap();
         assert_eq!((h.base_offset, h.max_timestamp), (9, 5));
         assert!(crc_ok(&plain, &h));
+        // A topic with LogAppendTime makes a CreateTime batch one (the
+        // compression bits kept), with a valid CRC.
+        let made = assign_offset(&Bytes::from(make_batch(2, 5, 3)), 9, 777, true).to_bytes();
+        let h = BatchHeader::parse(&made).unwrap();
+        assert!(h.is_log_append_time());
+        assert_eq!((h.attributes & 7, h.max_timestamp), (3, 777));
+        assert!(crc_ok(&made, &h));
     }
 
     proptest::proptest! {
@@ -424,7 +442,7 @@ pub(crate) mod tests {
         #[test]
         fn assigned_offsets_round_trip(count in 1i32..50, base in 0i64..i64::MAX / 2, ts in 0i64..i64::MAX / 2) {
             let b = Bytes::from(make_batch(count, ts, 0));
-            let out = assign_offset(&b, base, 0).to_bytes();
+            let out = assign_offset(&b, base, 0, false).to_bytes();
             let parts = split_produced(&out).unwrap();
             proptest::prop_assert_eq!(parts.len(), 1);
             proptest::prop_assert_eq!(parts[0].0.base_offset, base);

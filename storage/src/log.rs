@@ -33,6 +33,9 @@ pub struct LogConfig {
     pub retention_ms: i64,
     /// Delete the oldest sealed segments while the log is larger; -1 keeps all.
     pub retention_bytes: i64,
+    /// Stamp every batch with its append time (Kafka's
+    /// `message.timestamp.type=LogAppendTime`).
+    pub log_append_time: bool,
 }
 
 impl Default for LogConfig {
@@ -42,6 +45,7 @@ impl Default for LogConfig {
             segment_ms: 7 * 24 * 3600 * 1000,
             retention_ms: 7 * 24 * 3600 * 1000,
             retention_bytes: -1,
+            log_append_time: false,
         }
     }
 }
@@ -426,9 +430,10 @@ impl PartitionLog {
         let base_offset = st.next_offset;
         let mut stored = Vec::with_capacity(batches.len());
         let seg_base = *st.segments.keys().next_back().expect("a segment");
+        let stamp = self.config.get().log_append_time;
         for (h, b) in batches {
             let offset = st.next_offset;
-            let stored_batch = assign_offset(b, offset, now_ms);
+            let stored_batch = assign_offset(b, offset, now_ms, stamp);
             let header = BatchHeader::parse(&stored_batch.parts()[0]).expect("validated batch");
             let seg = st.segments.get_mut(&seg_base).expect("active segment");
             seg.append(&stored_batch, &header);
@@ -436,7 +441,7 @@ impl PartitionLog {
             st.next_offset = offset + h.offset_count();
             stored.push((header, stored_batch));
         }
-        let log_append_time = if batches.iter().any(|(h, _)| h.is_log_append_time()) {
+        let log_append_time = if stamp || batches.iter().any(|(h, _)| h.is_log_append_time()) {
             now_ms
         } else {
             -1

@@ -119,6 +119,49 @@ def test_watermarks_and_offsets_for_times(node):
     kc.close()
 
 
+def test_log_append_time_topic_stamps_records_on_arrival(node):
+    """message.timestamp.type=LogAppendTime: the node stamps each batch with
+    the time it appends it, whatever the producer said; both clients read
+    that time and its type, and the delivery report carries it."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import ConfigResource as CConfigResource
+    create_topic(node.bootstrap, "stamped", config={"message.timestamp.type": "LogAppendTime"})
+    a = AdminClient({"bootstrap.servers": node.bootstrap})
+    configs = list(a.describe_configs([CConfigResource("topic", "stamped")]).values())[0].result(10)
+    assert configs["message.timestamp.type"].value == "LogAppendTime"
+    long_ago = 1_000_000  # 1970: what the producer claims
+    before = int(time.time() * 1000)
+    p = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 5})
+    reports = []
+    for i in range(20):
+        p.produce("stamped", key=b"k", value=b"v%d" % i, timestamp=long_ago,
+                  on_delivery=lambda err, m: reports.append((err, m)))
+    assert p.flush(30) == 0
+    after = int(time.time() * 1000)
+    assert all(err is None for err, _ in reports)
+    for _, m in reports:
+        kind, ts = m.timestamp()
+        assert kind == TIMESTAMP_LOG_APPEND_TIME and before <= ts <= after, (kind, ts)
+    got = consume_all(node.bootstrap, "stamped", 1, expected=20)
+    for m in got:
+        kind, ts = m.timestamp()
+        assert kind == TIMESTAMP_LOG_APPEND_TIME and before <= ts <= after, (kind, ts)
+    kc = KafkaConsumer("stamped", bootstrap_servers=node.bootstrap, auto_offset_reset="earliest",
+                       consumer_timeout_ms=10_000)
+    seen = []
+    for r in kc:
+        seen.append((r.timestamp_type, r.timestamp))
+        if len(seen) == 20:
+            break
+    kc.close()
+    assert len(seen) == 20 and all(t == 1 and before <= ts <= after for t, ts in seen), seen
+    # Offsets by time follow the append time, not the producer's.
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "stamped"})
+    assert c.offsets_for_times([TopicPartition("stamped", 0, long_ago)], timeout=10)[0].offset == 0
+    c.close()
+
+
 def test_waiting_consumer_is_woken_by_a_new_record(node):
     """A consumer parked in a long fetch (20 s max wait) gets a new record
     as soon as it is acknowledged, not when its fetch times out."""
@@ -150,14 +193,18 @@ def test_waiting_consumer_is_woken_by_a_new_record(node):
     p.produce("wake", value=b"ping", on_delivery=lambda e, m: acked.setdefault("at", time.monotonic()))
     assert p.flush(10) == 0
     t.join(25)
-    c.close()
     assert "at" in received, "the waiting consumer never received the record"
     latency_ms = (received["at"] - acked["at"]) * 1000
     print(f"ack-to-receipt: {latency_ms:.2f} ms")
     # Far below the 20 s the fetch was allowed to wait: it was woken.
     assert latency_ms < 10_000
-    after = node.stats()
-    assert sum(s["fetch_requests"] for s in after) > sum(s["fetch_requests"] for s in before)
+    # Answered, the consumer parks its next fetch, and the node counts it
+    # (the count is read as that happens, so wait for it while polling).
+    deadline = time.time() + 10
+    while sum(s["fetch_requests"] for s in node.stats()) <= sum(s["fetch_requests"] for s in before):
+        assert time.time() < deadline, "the consumer's next fetch was never counted"
+        assert c.poll(0.05) is None
+    c.close()
 
 
 def test_produce_to_unknown_topic_is_refused_and_creates_nothing(node):

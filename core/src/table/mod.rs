@@ -25,18 +25,21 @@ pub const MAX_DECOMPRESSED: usize = 256 << 20;
 /// Converts one produced batch into the batch of rows to store, or `None`
 /// when none of its records makes a row. Any record that cannot become a
 /// row refuses the whole batch with INVALID_RECORD; the node logs why.
-/// The batch may decompress to at most `limit` bytes.
+/// The batch may decompress to at most `limit` bytes. Rows take `now_ms`
+/// as their timestamp when the batch or the table (`log_append_time`, its
+/// `message.timestamp.type`) says LogAppendTime.
 pub fn rows_batch(
     table: &str,
     schema: &TableSchema,
     h: &BatchHeader,
     batch: &Bytes,
     now_ms: i64,
+    log_append_time: bool,
     limit: usize,
 ) -> Result<Option<(BatchHeader, Bytes)>, KafkaError> {
     let records = batch_records(batch, h, limit)
         .map_err(|e| KafkaError::new(ErrorCode::CorruptMessage, format!("table {table}: {e}")))?;
-    let append_time = h.is_log_append_time();
+    let append_time = log_append_time || h.is_log_append_time();
     let mut out = Vec::with_capacity(records.len());
     for (i, r) in records.iter().enumerate() {
         let ts = if append_time { now_ms } else { r.timestamp };
@@ -132,12 +135,18 @@ mod tests {
         };
         let batch = zstd_batch(1000);
         let h = BatchHeader::parse(&batch).unwrap();
-        let (rh, rows) = rows_batch("t", &schema, &h, &batch, 0, 1 << 20)
+        let (rh, rows) = rows_batch("t", &schema, &h, &batch, 0, false, 1 << 20)
             .unwrap()
             .unwrap();
         assert_eq!(rh.record_count, 1000);
         assert!(rows.len() > 8000);
-        let e = rows_batch("t", &schema, &h, &batch, 0, 1000).unwrap_err();
+        // A LogAppendTime table: the rows take the append time.
+        let (sh, _) = rows_batch("t", &schema, &h, &batch, 12_345, true, 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert!(sh.is_log_append_time() && !rh.is_log_append_time());
+        assert_eq!(sh.max_timestamp, 12_345);
+        let e = rows_batch("t", &schema, &h, &batch, 0, false, 1000).unwrap_err();
         assert_eq!(e.code, ErrorCode::CorruptMessage);
         assert!(e.message.contains("more than 1000 bytes"), "{}", e.message);
     }

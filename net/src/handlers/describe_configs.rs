@@ -21,6 +21,7 @@ const RESOURCE_BROKER: i8 = 4;
 const SOURCE_TOPIC: i8 = 1;
 const SOURCE_DEFAULT: i8 = 5;
 /// Kafka's ConfigType.
+const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
 const TYPE_LIST: i8 = 7;
@@ -62,6 +63,7 @@ pub fn handle(
                                     .with_config_type(match *n {
                                         "max.message.bytes" => TYPE_INT,
                                         "cleanup.policy" => TYPE_LIST,
+                                        "message.timestamp.type" => TYPE_STRING,
                                         _ => TYPE_LONG,
                                     })
                                     .with_value(value.map(|v| str(&v)))
