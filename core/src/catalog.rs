@@ -114,29 +114,23 @@ impl TopicConfig {
                 format!("unknown topic config {name}"),
             ));
         }
+        // The configs whose values are words; the others are numbers.
+        let expected = |what: &str| {
+            KafkaError::new(
+                ErrorCode::InvalidConfig,
+                format!("invalid value {value:?} for config {name}: {what}"),
+            )
+        };
         if name == "cleanup.policy" {
-            self.cleanup_policy = CleanupPolicy::parse(value).ok_or_else(|| {
-                KafkaError::new(
-                    ErrorCode::InvalidConfig,
-                    format!(
-                        "invalid value {value:?} for config {name}: delete, compact or compact,delete"
-                    ),
-                )
-            })?;
+            self.cleanup_policy = CleanupPolicy::parse(value)
+                .ok_or_else(|| expected("delete, compact or compact,delete"))?;
             return Ok(());
         }
         if name == "message.timestamp.type" {
             self.log_append_time = match value.trim() {
                 "CreateTime" => false,
                 "LogAppendTime" => true,
-                _ => {
-                    return Err(KafkaError::new(
-                        ErrorCode::InvalidConfig,
-                        format!(
-                        "invalid value {value:?} for config {name}: CreateTime or LogAppendTime"
-                    ),
-                    ))
-                }
+                _ => return Err(expected("CreateTime or LogAppendTime")),
             };
             return Ok(());
         }

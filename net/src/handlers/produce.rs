@@ -60,14 +60,11 @@ pub async fn handle(
                 Some((name.0.as_str(), index))
             });
             let (topic, partition) = at.unwrap_or(("?", -1));
-            match &e.detail {
-                Some(d) => weir_core::refusals::log(format_args!(
-                    "produce to {topic}-{partition} refused: {e} ({d})"
-                )),
-                None => weir_core::refusals::log(format_args!(
-                    "produce to {topic}-{partition} refused: {e}"
-                )),
-            }
+            let detail = e.detail.as_deref().map(|d| format!(" ({d})"));
+            weir_core::refusals::log(format_args!(
+                "produce to {topic}-{partition} refused: {e}{}",
+                detail.unwrap_or_default()
+            ));
         }
         results[i] = Some(r);
     }
