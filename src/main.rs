@@ -83,6 +83,10 @@ struct ServeArgs {
     /// The largest request frame accepted, in bytes.
     #[arg(long, default_value_t = 100 << 20)]
     max_request_bytes: usize,
+    /// The most a fetch response holds beyond its first batch, whatever the
+    /// request asks (Kafka's fetch.max.bytes).
+    #[arg(long, default_value_t = 55 << 20)]
+    fetch_max_bytes: usize,
     /// Bytes of recent batches each shard caches for tail reads.
     #[arg(long, default_value_t = 256 << 20)]
     cache_bytes_per_shard: usize,
@@ -179,6 +183,7 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.auto_create_topics = args.auto_create_topics;
     cfg.default_partitions = args.default_partitions.max(1);
     cfg.max_request_bytes = args.max_request_bytes;
+    cfg.fetch_max_bytes = args.fetch_max_bytes.max(1);
     cfg.max_connections = args.max_connections.max(1);
     cfg.cache_bytes_per_shard = args.cache_bytes_per_shard;
     cfg.sql_max_scan_bytes = args.sql_max_scan_bytes;

@@ -23,6 +23,10 @@ pub struct NodeConfig {
     pub default_partitions: i32,
     /// The largest Kafka request frame accepted; larger closes the connection.
     pub max_request_bytes: usize,
+    /// The most a fetch response holds (beyond its first batch), whatever
+    /// the request asks: Kafka's broker `fetch.max.bytes`. It also bounds
+    /// the memory one fetch's reads take.
+    pub fetch_max_bytes: usize,
     /// Kafka connections the node serves at once (split evenly between
     /// shards); past it, new clients wait in the listen backlog.
     pub max_connections: usize,
@@ -118,6 +122,7 @@ impl NodeConfig {
             auto_create_topics: false,
             default_partitions: 1,
             max_request_bytes: 100 << 20,
+            fetch_max_bytes: 55 << 20,
             max_connections: 10_000,
             max_in_flight_per_connection: 64,
             cache_bytes_per_shard: 256 << 20,

@@ -444,12 +444,13 @@ impl Shard {
             // Read every partition at once (their disk reads overlap), then
             // apply the response budget in request order, as Kafka does: the
             // first partition with data always gets at least one batch.
-            let reads = join_all(parts.iter().map(|(_, fp)| {
+            let budget = (max_bytes.max(1) as usize).min(self.config.fetch_max_bytes);
+            let limits = read_limits(parts.iter().map(|(_, fp)| fp.max_bytes), budget);
+            let reads = join_all(parts.iter().zip(limits).map(|((_, fp), limit)| {
                 let part = self.partition(&fp.topic, fp.partition);
                 if let Some(p) = &part {
                     watches.push(p.watch());
                 }
-                let limit = (fp.max_bytes.max(0) as usize).min(max_bytes.max(1) as usize);
                 async move {
                     match part {
                         Some(p) => p.read(fp.offset, limit).await,
@@ -463,7 +464,7 @@ impl Shard {
             for ((i, _), mut r) in parts.iter().zip(reads) {
                 match &mut r {
                     Ok(read) => {
-                        if total > 0 && total + read.records.len() > max_bytes.max(0) as usize {
+                        if total > 0 && total + read.records.len() > budget {
                             read.records = Default::default();
                         }
                         total += read.records.len();
@@ -849,6 +850,22 @@ impl Shard {
     }
 }
 
+/// Each partition's read limit in one fetch: its own max bytes, handed out
+/// in request order from the response's `budget`, but never below an equal
+/// share of it. The reads run at once, so whatever the request asks, they
+/// hold at most twice the budget before the response is cut to it.
+fn read_limits(partition_max: impl ExactSizeIterator<Item = i32>, budget: usize) -> Vec<usize> {
+    let share = budget / partition_max.len().max(1);
+    let mut left = budget;
+    partition_max
+        .map(|m| {
+            let limit = (m.max(0) as usize).min(left.max(share));
+            left = left.saturating_sub(limit);
+            limit
+        })
+        .collect()
+}
+
 /// What the network layer starts on each shard once its partitions are
 /// open: it binds at once (an error there fails start-up) and returns the
 /// future that serves until the shard stops.
@@ -1101,6 +1118,29 @@ impl Node {
     pub fn join(self) {
         for h in self.handles {
             let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_limits;
+
+    #[test]
+    fn a_fetch_reads_at_most_twice_its_budget() {
+        let budget = 1000;
+        // Asking for everything: the first takes the budget, the rest a share.
+        let l = read_limits([i32::MAX; 4].into_iter(), budget);
+        assert_eq!(l, vec![1000, 250, 250, 250]);
+        // Modest asks are granted as asked.
+        assert_eq!(
+            read_limits([100, 0, 300].into_iter(), budget),
+            vec![100, 0, 300]
+        );
+        for n in [1usize, 3, 7, 1000] {
+            let l = read_limits(std::iter::repeat_n(i32::MAX, n), budget);
+            assert!(l.iter().sum::<usize>() <= 2 * budget, "{n}: {l:?}");
+            assert!(l.iter().all(|&x| x >= budget / n), "{n}: {l:?}");
         }
     }
 }

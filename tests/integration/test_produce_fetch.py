@@ -162,6 +162,28 @@ def test_log_append_time_topic_stamps_records_on_arrival(node):
     c.close()
 
 
+def test_a_fetch_asking_for_everything_gets_the_nodes_cap(make_node):
+    """A consumer that asks for 2 GiB per partition is served in responses
+    of at most --fetch-max-bytes (beyond the first batch), and reads all."""
+    n = make_node(extra=["--fetch-max-bytes", "65536"])
+    create_topic(n.bootstrap, "big-ask", partitions=2)
+    p = Producer({"bootstrap.servers": n.bootstrap, "linger.ms": 5})
+    for i in range(2000):
+        p.produce("big-ask", value=b"%04d" % i + b"x" * 1020, partition=i % 2)
+    assert p.flush(30) == 0
+    kc = KafkaConsumer(bootstrap_servers=n.bootstrap, group_id=None, auto_offset_reset="earliest",
+                       fetch_max_bytes=2**31 - 1, max_partition_fetch_bytes=2**31 - 1)
+    kc.assign([KTP("big-ask", 0), KTP("big-ask", 1)])
+    got = {0: [], 1: []}
+    deadline = time.time() + 30
+    while len(got[0]) + len(got[1]) < 2000:
+        assert time.time() < deadline, f"only {len(got[0]) + len(got[1])} of 2000 arrived"
+        for tp, records in kc.poll(timeout_ms=500).items():
+            got[tp.partition].extend(int(r.value[:4]) for r in records)
+    kc.close()
+    assert got[0] == list(range(0, 2000, 2)) and got[1] == list(range(1, 2000, 2))
+
+
 def test_waiting_consumer_is_woken_by_a_new_record(node):
     """A consumer parked in a long fetch (20 s max wait) gets a new record
     as soon as it is acknowledged, not when its fetch times out."""
