@@ -130,6 +130,12 @@ async fn serve_http(shard: Rc<Shard>, listener: TcpListener) {
 const MAX_HTTP_HEAD: usize = 16 << 10;
 /// The largest SQL body accepted.
 const MAX_SQL_BODY: usize = 1 << 20;
+/// How much of a refused body is read and dropped after the 413, so that
+/// closing does not reset the connection before the client, still sending,
+/// reads the answer; a larger body gets the reset.
+const MAX_SQL_DISCARD: usize = 64 << 20;
+/// How long a refused body may take to arrive while it is dropped.
+const DISCARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn json_error(why: &str) -> Vec<u8> {
     let mut out = b"{\"error\":".to_vec();
@@ -166,6 +172,8 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
     let line = head_text.split("\r\n").next().unwrap_or_default();
     let mut parts = line.split(' ');
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    // Bytes of a refused body still to come, dropped after the answer.
+    let mut unread = 0;
     let (status, body): (&str, Vec<u8>) = match (method, path) {
         ("GET", "/health") => (
             "200 OK",
@@ -194,9 +202,12 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(body.len());
             if len > MAX_SQL_BODY {
+                unread = len.min(MAX_SQL_DISCARD).saturating_sub(body.len());
                 (
                     "413 Payload Too Large",
-                    json_error(&format!("the statement is over {MAX_SQL_BODY} bytes")),
+                    json_error(&format!(
+                        "the SQL body is {len} bytes: the limit is {MAX_SQL_BODY} bytes"
+                    )),
                 )
             } else {
                 while body.len() < len {
@@ -233,5 +244,15 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
     );
     stream.write_all(resp.as_bytes()).await?;
     stream.write_all(&body).await?;
+    if unread > 0 {
+        stream.set_read_timeout(Some(DISCARD_TIMEOUT))?;
+        while unread > 0 {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            unread = unread.saturating_sub(n);
+        }
+    }
     stream.close().await
 }

@@ -41,11 +41,13 @@ class Node:
     def http(self):
         return f"http://127.0.0.1:{self.http_port}"
 
-    def start(self, timeout=30):
+    def spawn(self):
+        """Starts the process and returns at once; `self.ready` is set when
+        the node logs that it serves (or its stderr ends)."""
         cmd = [WEIR, "serve", self.data_dir, "--kafka", self.bootstrap,
                "--addr", f"127.0.0.1:{self.http_port}", "--cores", str(self.cores), *self.extra]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-        ready = threading.Event()
+        ready = self.ready = threading.Event()
 
         def drain(proc):
             for line in proc.stderr:
@@ -55,7 +57,11 @@ class Node:
             ready.set()
 
         threading.Thread(target=drain, args=(self.proc,), daemon=True).start()
-        ready.wait(timeout)
+        return self
+
+    def start(self, timeout=30):
+        self.spawn()
+        self.ready.wait(timeout)
         if self.proc.poll() is not None or not any("weir serving" in l for l in self.log):
             raise RuntimeError("weir did not start:\n" + "".join(self.log))
         return self

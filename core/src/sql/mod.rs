@@ -4,6 +4,7 @@
 //! table's partitions, and merging, ordering and limits on the shard that
 //! took the request.
 
+pub mod bounds;
 pub mod eval;
 pub mod fold;
 
@@ -15,8 +16,6 @@ use sqlparser::ast::{
     ObjectType, OrderByKind, Query, Select, SelectItem, SetExpr, SqlOption, Statement,
     TableConstraint, TableFactor,
 };
-use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::Parser;
 
 use crate::catalog::TopicMeta;
 use crate::error::ErrorCode;
@@ -69,7 +68,7 @@ impl QueryResult {
 
 /// Runs every statement of `sql` in order; answers the last one's result.
 pub async fn execute(shard: &Rc<Shard>, sql: &str) -> Result<QueryResult, SqlError> {
-    let statements = Parser::parse_sql(&GenericDialect {}, sql).map_err(|e| e.to_string())?;
+    let statements = bounds::parse(sql)?;
     if statements.is_empty() {
         return Err(SqlError::Statement("no statement".into()));
     }
