@@ -13,6 +13,7 @@
 //! - [`latency`]: per-shard latency histograms (produce, flush write, sync).
 //! - [`sql`]: SQL statements over the tables (`POST /sql`).
 //! - [`table`]: typed tables: schemas, records to rows, scans for SQL.
+//! - [`watchdog`]: wakes a shard that slept through its own wake-up.
 
 pub mod cache;
 pub mod catalog;
@@ -27,6 +28,7 @@ pub mod refusals;
 pub mod shard;
 pub mod sql;
 pub mod table;
+pub mod watchdog;
 
 pub use config::NodeConfig;
 pub use error::{ErrorCode, KafkaError};

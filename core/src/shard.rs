@@ -85,6 +85,9 @@ pub struct ShardReport {
     pub connections: u64,
     pub hops_sent: u64,
     pub cache_bytes: usize,
+    /// Times the watchdog found this shard asleep past its heartbeat and
+    /// woke it (a lost wake-up; see `watchdog`).
+    pub lost_wakeups: u64,
     pub latency_us: crate::latency::LatencyReport,
 }
 
@@ -115,6 +118,8 @@ pub struct Shard {
     producer_ids: RefCell<Option<crate::producer_ids::ProducerIds>>,
     /// The consumer groups this shard coordinates.
     pub groups: Coordinator,
+    /// Every shard's heartbeat (this one beats its own).
+    hearts: Arc<crate::watchdog::Hearts>,
 }
 
 impl Shard {
@@ -150,6 +155,7 @@ impl Shard {
             connections: self.stats.connections.get(),
             hops_sent: self.stats.hops_sent.get(),
             cache_bytes: self.cache.borrow().bytes(),
+            lost_wakeups: self.hearts.woken(self.id),
             latency_us: self.stats.latency.report(),
         }
     }
@@ -928,9 +934,12 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
         .map(|n| n.get())
         .unwrap_or(1);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
+    crate::watchdog::install()?;
+    let hearts = crate::watchdog::Hearts::new(config.shards);
+    let watchdog = crate::watchdog::spawn(hearts.clone(), stopping.clone())?;
     let mut handles = Vec::new();
     for id in 0..config.shards {
-        let (config, catalog, stopping, all_ready, mesh, serve, ready) = (
+        let (config, catalog, stopping, all_ready, mesh, serve, ready, hearts) = (
             config.clone(),
             catalog.clone(),
             stopping.clone(),
@@ -938,6 +947,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
             mesh.clone(),
             serve.clone(),
             ready_tx.clone(),
+            hearts.clone(),
         );
         let builder = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(id % cpus))
             .name(&format!("weir-shard-{id}"))
@@ -946,6 +956,18 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
             .spawn(move || async move {
                 let fail = |e: String| {
                     let _ = ready.send(Err(e));
+                };
+                // Beating from the first moment: the watchdog wakes a
+                // shard that sleeps through its own timer, start-up too.
+                hearts.register(id);
+                let heartbeat = {
+                    let (hearts, stopping) = (hearts.clone(), stopping.clone());
+                    glommio::spawn_local(async move {
+                        while !stopping.load(Ordering::Relaxed) {
+                            glommio::timer::sleep(crate::watchdog::BEAT).await;
+                            hearts.beat(id);
+                        }
+                    })
                 };
                 let (senders, mut receivers) = match mesh.join().await {
                     Ok(x) => x,
@@ -974,6 +996,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     stats: ShardStats::default(),
                     producer_ids: RefCell::new(None),
                     groups,
+                    hearts: hearts.clone(),
                 });
                 let mut tasks = Vec::new();
                 for (_, rx) in receivers.streams() {
@@ -1038,6 +1061,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                 for t in tasks {
                     t.cancel().await;
                 }
+                heartbeat.cancel().await;
                 log::info!("shard {id} stopped");
             })
             .map_err(|e| {
@@ -1046,14 +1070,28 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
         handles.push(handle);
     }
     drop(ready_tx);
-    for _ in 0..config.shards {
-        match ready_rx.recv() {
-            Ok(Ok(_)) => {}
+    let began = Instant::now();
+    let mut starting: Vec<usize> = (0..config.shards).collect();
+    while !starting.is_empty() {
+        match ready_rx.recv_timeout(STARTUP_PROGRESS_EVERY) {
+            Ok(Ok(id)) => starting.retain(|&s| s != id),
             Ok(Err(e)) => {
                 stopping.store(true, Ordering::Relaxed);
                 return Err(e);
             }
-            Err(_) => {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                // Clients wait in the backlog meanwhile: say why.
+                let waiting: Vec<String> = starting
+                    .iter()
+                    .map(|&s| format!("shard {s} ({})", hearts.thread_state(s)))
+                    .collect();
+                log::warn!(
+                    "still starting after {} s: waiting for {} to open its partitions and listen; connections wait in the listen backlog",
+                    began.elapsed().as_secs(),
+                    waiting.join(", ")
+                );
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 // An executor that could not be made (io_uring setup) ends
                 // its thread before our code runs: its handle has the error.
                 stopping.store(true, Ordering::Relaxed);
@@ -1072,10 +1110,14 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
     all_ready.store(true, Ordering::Release);
     Ok(Node {
         handles,
+        watchdog,
         stopping,
         _lock: lock,
     })
 }
+
+/// How often start-up says which shards it still waits for.
+const STARTUP_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// Takes `DATA/.lock` (an exclusive `flock`, as Kafka locks each log
 /// directory): two nodes writing one data directory would overwrite each
@@ -1104,6 +1146,7 @@ fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, String> {
 /// data directory's lock (held until the node is dropped).
 pub struct Node {
     handles: Vec<glommio::ExecutorJoinHandle<()>>,
+    watchdog: std::thread::JoinHandle<()>,
     stopping: Arc<AtomicBool>,
     _lock: std::fs::File,
 }
@@ -1119,6 +1162,8 @@ impl Node {
         for h in self.handles {
             let _ = h.join();
         }
+        self.stopping.store(true, Ordering::Relaxed);
+        let _ = self.watchdog.join();
     }
 }
 

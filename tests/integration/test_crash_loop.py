@@ -192,8 +192,9 @@ class Checker:
     """The log as read so far: per partition, the record number at each
     offset (the list index), read incrementally after every restart."""
 
-    def __init__(self, bootstrap):
-        self.bootstrap = bootstrap
+    def __init__(self, node):
+        self.node = node
+        self.bootstrap = node.bootstrap
         self.log = {p: [] for p in range(PARTITIONS)}
         self.seen = set()
 
@@ -208,11 +209,16 @@ class Checker:
                     f"partition {p} shrank: its end is {ends[p]}, {len(self.log[p])} records were read before"
             c.assign([TopicPartition(TOPIC, p, len(self.log[p])) for p in range(PARTITIONS)])
             deadline = time.monotonic() + 60
+            error = None
             while any(len(self.log[p]) < ends[p] for p in ends):
                 assert time.monotonic() < deadline, \
-                    f"could not read to the ends {ends}: read {[len(v) for v in self.log.values()]}"
+                    f"could not read to the ends {ends}: read {[len(v) for v in self.log.values()]} " \
+                    f"(last error {error}):\n{diagnose(self.node)}"
                 m = c.poll(0.5)
-                if m is None or m.error() is not None:
+                if m is None:
+                    continue
+                if m.error() is not None:
+                    error = m.error()
                     continue
                 p, o = m.partition(), m.offset()
                 if o >= ends[p]:
@@ -267,7 +273,7 @@ def test_crash_loop_keeps_every_acknowledged_record(tmp_path):
     node = Node(tmp_path / "data", cores=2, extra=["--group-initial-rebalance-delay-ms", "0"]).start()
     create_topic(node.bootstrap, TOPIC, partitions=PARTITIONS)
     clients = Clients(node.bootstrap)
-    checker = Checker(node.bootstrap)
+    checker = Checker(node)
     load = busy_loops(2)
     answer_times = []
     try:
