@@ -11,7 +11,7 @@
 //! overwriting it, and then evicts the data the shard is about to touch
 //! (the next requests' bytes, their CRCs). A streaming (non-temporal) store
 //! writes whole lines straight to memory: measured 1.3–2.5x the copy rate
-//! for 64 KiB–2.5 MiB pieces here (bench/README, session 8). Our own code
+//! for 64 KiB–2.5 MiB pieces here (bench/HISTORY.md, 2a6b171). Our own code
 //! because it is the produce path's and the disk read path's one large
 //! copy; small pieces (the 61-byte patched headers) use `copy_from_slice`.
 //!

@@ -276,6 +276,7 @@ def test_crash_loop_keeps_every_acknowledged_record(tmp_path):
     checker = Checker(node)
     load = busy_loops(2)
     answer_times = []
+    lost_wakeups = []  # the watchdog's lines (core/src/watchdog.rs), any run
     try:
         clients.start()
         for cycle in range(CYCLES):
@@ -285,6 +286,7 @@ def test_crash_loop_keeps_every_acknowledged_record(tmp_path):
                 time.sleep(rng.uniform(0.2, 1.0))
             acked, consumed, commits = clients.snapshot()
             node.kill()
+            lost_wakeups += [line for line in node.log if "lost wake-up" in line]
             if rng.random() < 0.5:
                 time.sleep(rng.uniform(0.001, 0.5))
             began = time.monotonic()
@@ -305,9 +307,12 @@ def test_crash_loop_keeps_every_acknowledged_record(tmp_path):
         checker.check(acked, consumed)
         assert len(acked) > CYCLES * 500, f"only {len(acked)} records acknowledged"
         assert commits, "no group commit was acknowledged"
+        lost_wakeups += [line for line in node.log if "lost wake-up" in line]
         print(f"crash loop seed {SEED}: {CYCLES} cycles, {len(acked)} records acknowledged, "
               f"first answer after restart: median {statistics.median(answer_times):.3f} s, "
-              f"max {max(answer_times):.3f} s")
+              f"max {max(answer_times):.3f} s; lost wake-ups woken by the watchdog: {len(lost_wakeups)}")
+        for line in lost_wakeups:
+            print(line.rstrip())
     finally:
         clients.stop.set()
         for p in load:
