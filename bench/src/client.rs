@@ -37,7 +37,7 @@ pub fn create_topic(brokers: &str, topic: &str, partitions: i32) -> Result<(), S
         .set("bootstrap.servers", brokers)
         .create()
         .map_err(|e| e.to_string())?;
-    let results = futures_lite::future::block_on(admin.create_topics(
+    let results = futures::executor::block_on(admin.create_topics(
         &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
         &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
     ))
@@ -59,7 +59,7 @@ pub fn delete_topic(brokers: &str, topic: &str) -> Result<(), String> {
         .set("bootstrap.servers", brokers)
         .create()
         .map_err(|e| e.to_string())?;
-    let results = futures_lite::future::block_on(admin.delete_topics(
+    let results = futures::executor::block_on(admin.delete_topics(
         &[topic],
         &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
     ))

@@ -286,20 +286,12 @@ impl Catalog {
         Ok(cat)
     }
 
-    /// Writes the catalog durably (temp file, fsync, rename, fsync dir).
+    /// Writes the catalog durably (`weir_storage::durable::replace`).
     pub fn save(&self, data_dir: &Path) -> Result<(), String> {
-        use std::io::Write;
         let path = data_dir.join("catalog.json");
-        let tmp = data_dir.join("catalog.json.tmp");
         let body = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&body)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
-            std::fs::File::open(data_dir)?.sync_all()
-        };
-        write().map_err(|e| format!("writing {}: {e}", path.display()))
+        weir_storage::durable::replace(&path, &body)
+            .map_err(|e| format!("writing {}: {e}", path.display()))
     }
 }
 

@@ -33,3 +33,6 @@ pub mod watchdog;
 pub use config::NodeConfig;
 pub use error::{ErrorCode, KafkaError};
 pub use shard::{Node, Shard};
+// What the Kafka front end needs of storage, so it depends on this crate
+// alone: stored batches in shared pieces, and what an append answers.
+pub use weir_storage::{Appended, Chunks};

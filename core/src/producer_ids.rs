@@ -48,17 +48,8 @@ impl ProducerIds {
 }
 
 fn write_durably(path: &Path, body: &[u8]) -> Result<(), String> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(body)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    };
-    write().map_err(|e| format!("writing {}: {e}", path.display()))
+    weir_storage::durable::replace(path, body)
+        .map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-use weir_storage::Chunks;
+use weir_core::Chunks;
 
 use crate::handlers::supported_versions;
 
@@ -126,7 +126,7 @@ pub fn encode_response(
 mod fetch_encoder {
     use bytes::{BufMut, Bytes, BytesMut};
     use kafka_protocol::messages::FetchResponse;
-    use weir_storage::Chunks;
+    use weir_core::Chunks;
 
     /// Pieces of records smaller than this (a batch's 61-byte header, small
     /// batches) are copied inline rather than kept as chunks of their own:

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use futures::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
@@ -41,7 +41,7 @@ async fn read_frame(
     fd: std::os::fd::RawFd,
     len: usize,
 ) -> std::io::Result<BytesMut> {
-    use futures_lite::io::AsyncBufReadExt;
+    use futures::io::AsyncBufReadExt;
     let mut frame = BytesMut::with_capacity(len.min(FRAME_GROWTH));
     while frame.len() < len {
         let left = len - frame.len();
@@ -49,7 +49,7 @@ async fn read_frame(
         if !buffered.is_empty() {
             let n = buffered.len().min(left);
             frame.extend_from_slice(&buffered[..n]);
-            reader.consume(n);
+            reader.consume_unpin(n);
             continue;
         }
         if frame.capacity() == frame.len() {
@@ -246,7 +246,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use futures_lite::io::AsyncReadExt;
+    use futures::io::AsyncReadExt;
     use glommio::net::TcpListener;
 
     /// A response of many pieces, larger than the socket takes at once, to

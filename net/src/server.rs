@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
+use futures::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Semaphore;
 use weir_core::shard::Serving;

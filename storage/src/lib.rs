@@ -6,6 +6,7 @@
 //! - [`compression`]: Kafka's codecs, decompressed with a size bound.
 //! - [`index`]: the sparse offset and time indexes of a segment.
 //! - [`dma_copy`]: the flush's copy into a DMA buffer, past the cache.
+//! - [`durable`]: small files replaced durably (temporary file, fsync, rename).
 //! - [`segment`]: one segment file, written with O_DIRECT on io_uring.
 //! - [`log`]: a partition's segments, appends, group commit, reads, retention.
 //! - [`producer_state`]: idempotent producers' sequence numbers per partition.
@@ -17,11 +18,14 @@ pub mod batch;
 pub mod chunks;
 pub mod compression;
 pub mod dma_copy;
+pub mod durable;
 pub mod index;
 pub mod log;
 pub mod producer_state;
 pub mod records;
 pub mod segment;
+#[doc(hidden)]
+pub mod testing;
 
 pub use chunks::Chunks;
 pub use log::{Appended, FlushTimes, LogConfig, PartitionLog, ReadResult};

@@ -1144,19 +1144,10 @@ fn read_log_start(dir: &Path) -> Option<i64> {
         .ok()
 }
 
-/// Writes the log start durably (temporary file, fsync, rename, fsync dir).
+/// Writes the log start durably (`durable::replace`).
 fn write_log_start(dir: &Path, offset: i64) -> Result<(), StorageError> {
-    use std::io::Write;
-    let tmp = dir.join("log-start.tmp");
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(offset.to_string().as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, log_start_path(dir))
-    };
-    write()
-        .map_err(|e| StorageError::Io(format!("saving the log start in {}: {e}", dir.display())))?;
-    sync_dir(dir)
+    crate::durable::replace(&log_start_path(dir), offset.to_string().as_bytes())
+        .map_err(|e| StorageError::Io(format!("saving the log start in {}: {e}", dir.display())))
 }
 
 /// Direct reads are split into pieces of this size issued together: the
@@ -1193,13 +1184,7 @@ mod tests {
     use super::*;
     use crate::batch::{split_produced, tests::make_batch};
 
-    fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-        glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move { f().await })
-            .expect("executor")
-            .join()
-            .expect("join");
-    }
+    use crate::testing::run_local as run;
 
     fn tmpdir(name: &str) -> PathBuf {
         // Not /tmp: tmpfs has no O_DIRECT.

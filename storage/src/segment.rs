@@ -55,6 +55,16 @@ pub fn snapshot_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(format!("{base:020}.snapshot"))
 }
 
+/// What a sealed segment's index files record.
+struct SealedIndexes {
+    size: u64,
+    next_offset: i64,
+    max_timestamp: i64,
+    max_timestamp_offset: i64,
+    index: OffsetIndex,
+    time_index: TimeIndex,
+}
+
 /// A segment's in-memory state. Lives on the shard that owns its partition.
 pub struct Segment {
     pub base: i64,
@@ -113,7 +123,13 @@ impl Segment {
         let path = log_path(dir, base);
         let file = Self::open_file(&path, true).await?;
         sync_dir(dir)?;
-        Ok(Segment {
+        Ok(Segment::empty(dir, base, file, now_ms))
+    }
+
+    /// An empty segment's state over `file`: nothing written, nothing
+    /// indexed. The one constructor; opening and loading fill it in.
+    fn empty(dir: &Path, base: i64, file: DmaFile, now_ms: i64) -> Segment {
+        Segment {
             base,
             file: Rc::new(file),
             dir: dir.to_path_buf(),
@@ -131,7 +147,7 @@ impl Segment {
             max_timestamp_offset: -1,
             created_ms: now_ms,
             sealed: false,
-        })
+        }
     }
 
     /// Opens an existing segment. A sealed segment with valid index files is
@@ -152,29 +168,9 @@ impl Segment {
             .file_size()
             .await
             .map_err(|e| StorageError::io(format!("sizing {}", path.display()), e))?;
-        let mut seg = Segment {
-            base,
-            file: Rc::new(file),
-            dir: dir.to_path_buf(),
-            size: 0,
-            durable_size: 0,
-            prepared_size: 0,
-            allocated: 0,
-            zeroed: 0,
-            staged: Staging::default(),
-            next_offset: base,
-            index: OffsetIndex::default(),
-            time_index: TimeIndex::default(),
-            bytes_since_index: 0,
-            max_timestamp: -1,
-            max_timestamp_offset: -1,
-            created_ms: now_ms,
-            sealed: false,
-        };
-        if !is_last {
-            if let Some(loaded) = seg.load_indexes(file_size, expected_end) {
-                return Ok(loaded);
-            }
+        let mut seg = Segment::empty(dir, base, file, now_ms);
+        if !is_last && seg.load_indexes(file_size, expected_end) {
+            return Ok(seg);
         }
         seg.scan(file_size, producers, now_ms).await?;
         seg.durable_size = seg.size;
@@ -226,7 +222,32 @@ impl Segment {
 
     /// Loads a sealed segment's state from its index files, if they are
     /// present and agree with the file.
-    fn load_indexes(&mut self, file_size: u64, expected_end: Option<i64>) -> Option<Segment> {
+    fn load_indexes(&mut self, file_size: u64, expected_end: Option<i64>) -> bool {
+        self.indexes(file_size, expected_end)
+            .map(|found| {
+                let size = found.size;
+                self.size = size;
+                self.durable_size = size;
+                self.prepared_size = size;
+                self.allocated = size;
+                self.zeroed = size;
+                self.staged = Staging {
+                    from: align_down(size),
+                    ..Staging::default()
+                };
+                self.next_offset = found.next_offset;
+                self.index = found.index;
+                self.time_index = found.time_index;
+                self.max_timestamp = found.max_timestamp;
+                self.max_timestamp_offset = found.max_timestamp_offset;
+                self.sealed = true;
+            })
+            .is_some()
+    }
+
+    /// A sealed segment's index files, if present and they agree with the
+    /// file.
+    fn indexes(&self, file_size: u64, expected_end: Option<i64>) -> Option<SealedIndexes> {
         let idx = std::fs::read(index_path(&self.dir, self.base)).ok()?;
         let tidx = std::fs::read(time_index_path(&self.dir, self.base)).ok()?;
         if idx.len() < 16 || tidx.len() < 16 {
@@ -244,27 +265,13 @@ impl Segment {
         }
         let index = OffsetIndex::decode(&idx[16..], size)?;
         let time_index = TimeIndex::decode(&tidx[16..])?;
-        Some(Segment {
-            base: self.base,
-            file: self.file.clone(),
-            dir: self.dir.clone(),
+        Some(SealedIndexes {
             size,
-            durable_size: size,
-            prepared_size: size,
-            allocated: size,
-            zeroed: size,
-            staged: Staging {
-                from: align_down(size),
-                ..Staging::default()
-            },
             next_offset,
-            index,
-            time_index,
-            bytes_since_index: 0,
             max_timestamp: max_ts,
             max_timestamp_offset: max_ts_off,
-            created_ms: self.created_ms,
-            sealed: true,
+            index,
+            time_index,
         })
     }
 

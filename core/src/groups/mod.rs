@@ -575,13 +575,7 @@ mod tests {
     use crate::catalog::TopicMeta;
     use std::path::PathBuf;
 
-    fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-        glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move { f().await })
-            .expect("executor")
-            .join()
-            .expect("join");
-    }
+    use weir_storage::testing::run_local as run;
 
     fn catalog() -> Catalog {
         let mut c = Catalog::default();

@@ -7,8 +7,8 @@ use std::time::Duration;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use weir_core::shard::FetchPartition;
+use weir_core::Chunks;
 use weir_core::{ErrorCode, Shard};
-use weir_storage::Chunks;
 
 use super::str;
 

@@ -5,8 +5,8 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
+use weir_core::Chunks;
 use weir_core::{KafkaError, Shard};
-use weir_storage::Chunks;
 
 use crate::codec::Request;
 

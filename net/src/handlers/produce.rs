@@ -48,7 +48,7 @@ pub async fn handle(
         }
         shape.push((t.name, parts));
     }
-    let mut results: Vec<Option<Result<weir_storage::Appended, KafkaError>>> = vec![None; i];
+    let mut results: Vec<Option<Result<weir_core::Appended, KafkaError>>> = vec![None; i];
     for (i, e) in refused {
         results[i] = Some(Err(e));
     }
@@ -97,7 +97,7 @@ pub async fn handle(
 
 fn partition_response(
     index: i32,
-    r: Result<weir_storage::Appended, KafkaError>,
+    r: Result<weir_core::Appended, KafkaError>,
     version: i16,
 ) -> PartitionProduceResponse {
     let p = PartitionProduceResponse::default().with_index(index);
