@@ -1,0 +1,322 @@
+//! Catalog administration: every change is made on the catalog shard,
+//! written durably, then installed on every shard (which opens or drops
+//! the partitions it owns) before the request is answered.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use futures::future::join_all;
+use weir_storage::PartitionLog;
+
+use crate::catalog::{
+    new_topic_id, placement, validate_topic_name, Catalog, TopicConfig, TopicMeta, MAX_PARTITIONS,
+};
+use crate::clock::now_ms;
+use crate::error::{ErrorCode, KafkaError};
+use crate::partition::Partition;
+
+use super::{Shard, CATALOG_SHARD};
+
+/// One topic of a CreateTopics request.
+#[derive(Debug, Clone)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: Vec<(String, Option<String>)>,
+    /// CREATE TABLE's columns; `None` for a raw topic.
+    pub schema: Option<crate::table::schema::TableSchema>,
+}
+
+/// One config change of an IncrementalAlterConfigs request.
+#[derive(Debug, Clone)]
+pub struct ConfigChange {
+    pub name: String,
+    /// Kafka's operation: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
+    pub op: i8,
+    pub value: Option<String>,
+}
+
+impl Shard {
+    // ---- catalog -------------------------------------------------------
+
+    /// Runs one catalog change on the catalog shard: `change` edits a copy
+    /// of the catalog and says per item what happened, and whether anything
+    /// changed; if so the copy is saved and installed on every shard before
+    /// the answers return. Changes are serialised by the catalog lock.
+    async fn change_catalog<T, F>(
+        self: &Rc<Self>,
+        items: usize,
+        change: F,
+    ) -> Vec<Result<T, KafkaError>>
+    where
+        T: Clone + Send + 'static,
+        F: FnOnce(&Shard, &mut Catalog) -> (Vec<Result<T, KafkaError>>, bool) + Send + 'static,
+    {
+        self.invoke_on(CATALOG_SHARD, move |s| async move {
+            let _lock = s.catalog_lock.acquire_permit(1).await.expect("open");
+            let mut cat = (*s.catalog()).clone();
+            let (results, changed) = change(&s, &mut cat);
+            if changed {
+                if let Err(e) = s.commit_catalog(cat).await {
+                    return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
+                }
+            }
+            results
+        })
+        .await
+        .unwrap_or_else(|e| vec![Err(e); items])
+    }
+
+    /// Creates topics. `validate_only` checks without creating.
+    pub async fn create_topics(
+        self: &Rc<Self>,
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+    ) -> Vec<Result<TopicMeta, KafkaError>> {
+        self.change_catalog(topics.len(), move |s, cat| {
+            let results: Vec<_> = topics
+                .into_iter()
+                .map(|t| {
+                    s.plan_topic(cat, t).inspect(|meta| {
+                        if !validate_only {
+                            cat.topics.insert(meta.name.clone(), meta.clone());
+                        }
+                    })
+                })
+                .collect();
+            let changed = !validate_only && results.iter().any(|r| r.is_ok());
+            (results, changed)
+        })
+        .await
+    }
+
+    fn plan_topic(&self, cat: &Catalog, t: NewTopic) -> Result<TopicMeta, KafkaError> {
+        validate_topic_name(&t.name)?;
+        if cat.topics.contains_key(&t.name) {
+            return Err(KafkaError::new(
+                ErrorCode::TopicAlreadyExists,
+                format!("topic {:?} already exists", t.name),
+            ));
+        }
+        let partitions = if t.partitions == -1 {
+            self.config.default_partitions
+        } else {
+            t.partitions
+        };
+        if partitions <= 0 || partitions > MAX_PARTITIONS {
+            return Err(KafkaError::new(
+                ErrorCode::InvalidPartitions,
+                format!("{partitions} partitions: a topic has 1 to {MAX_PARTITIONS}"),
+            ));
+        }
+        if t.replication_factor != -1 && t.replication_factor != 1 {
+            return Err(KafkaError::new(
+                ErrorCode::InvalidReplicationFactor,
+                format!(
+                    "replication factor {} is larger than the 1 node available",
+                    t.replication_factor
+                ),
+            ));
+        }
+        let mut config = TopicConfig::default();
+        for (name, value) in &t.configs {
+            if let Some(v) = value {
+                config.set(name, v)?;
+            }
+        }
+        Ok(TopicMeta {
+            shards: (0..partitions)
+                .map(|p| placement(&t.name, p, self.nr_shards))
+                .collect(),
+            name: t.name,
+            id: new_topic_id(),
+            config,
+            schema: t.schema,
+        })
+    }
+
+    /// Deletes topics by name. Returns each topic's id, or why not.
+    pub async fn delete_topics(
+        self: &Rc<Self>,
+        names: Vec<String>,
+    ) -> Vec<Result<[u8; 16], KafkaError>> {
+        self.change_catalog(names.len(), move |_, cat| {
+            let results: Vec<_> = names
+                .iter()
+                .map(|name| {
+                    cat.topics.remove(name).map(|t| t.id).ok_or_else(|| {
+                        KafkaError::new(
+                            ErrorCode::UnknownTopicOrPartition,
+                            format!("topic {name:?} does not exist"),
+                        )
+                    })
+                })
+                .collect();
+            let changed = results.iter().any(|r| r.is_ok());
+            (results, changed)
+        })
+        .await
+    }
+
+    /// Grows topics to `count` partitions.
+    pub async fn create_partitions(
+        self: &Rc<Self>,
+        items: Vec<(String, i32)>,
+        validate_only: bool,
+    ) -> Vec<Result<(), KafkaError>> {
+        self.change_catalog(items.len(), move |s, cat| {
+            let results: Vec<_> = items
+                .into_iter()
+                .map(|(name, count)| {
+                    let t = cat.topics.get_mut(&name).ok_or_else(|| {
+                        KafkaError::new(ErrorCode::UnknownTopicOrPartition, format!("topic {name:?} does not exist"))
+                    })?;
+                    let have = t.partitions();
+                    if count <= have || count > MAX_PARTITIONS {
+                        return Err(KafkaError::new(
+                            ErrorCode::InvalidPartitions,
+                            format!("topic {name:?} has {have} partitions; the new count must be larger and at most {MAX_PARTITIONS}, not {count}"),
+                        ));
+                    }
+                    if !validate_only {
+                        for p in have..count {
+                            t.shards.push(placement(&name, p, s.nr_shards));
+                        }
+                    }
+                    Ok(())
+                })
+                .collect();
+            let changed = !validate_only && results.iter().any(|r| r.is_ok());
+            (results, changed)
+        })
+        .await
+    }
+
+    /// Changes topics' configs (IncrementalAlterConfigs): per topic a list of
+    /// (config name, operation, value) with Kafka's operations 0 SET and
+    /// 1 DELETE (back to the default). A topic's changes apply all or none.
+    pub async fn alter_topic_configs(
+        self: &Rc<Self>,
+        items: Vec<(String, Vec<ConfigChange>)>,
+        validate_only: bool,
+    ) -> Vec<Result<(), KafkaError>> {
+        self.change_catalog(items.len(), move |_, cat| {
+            let mut changed = false;
+            let results: Vec<_> = items
+                .into_iter()
+                .map(|(name, ops)| {
+                    let t = cat.topics.get_mut(&name).ok_or_else(|| {
+                        KafkaError::new(ErrorCode::UnknownTopicOrPartition, format!("topic {name:?} does not exist"))
+                    })?;
+                    let mut config = t.config;
+                    for ConfigChange { name: key, op, value } in ops {
+                        match (op, value) {
+                            (0, Some(v)) => config.set(&key, &v)?,
+                            (0, None) => {
+                                return Err(KafkaError::new(ErrorCode::InvalidConfig, format!("SET of {key} has no value")))
+                            }
+                            (1, _) => config.reset(&key)?,
+                            (op, _) => {
+                                return Err(KafkaError::new(
+                                    ErrorCode::InvalidConfig,
+                                    format!("operation {op} on {key}: only SET (0) and DELETE (1) apply to these configs"),
+                                ))
+                            }
+                        }
+                    }
+                    if !validate_only && config != t.config {
+                        t.config = config;
+                        changed = true;
+                    }
+                    Ok(())
+                })
+                .collect();
+            (results, changed)
+        })
+        .await
+    }
+
+    /// Saves a new catalog and installs it on every shard (which opens or
+    /// drops its partitions) before returning. Catalog shard only.
+    async fn commit_catalog(self: &Rc<Self>, mut cat: Catalog) -> Result<(), KafkaError> {
+        assert_eq!(self.id, CATALOG_SHARD);
+        let old = self.catalog();
+        cat.version += 1;
+        cat.save(&self.config.data_dir)
+            .map_err(|e| KafkaError::new(ErrorCode::KafkaStorageError, e))?;
+        let cat = Arc::new(cat);
+        let installs = (0..self.nr_shards).map(|i| {
+            let cat = cat.clone();
+            self.invoke_on(i, move |s| async move { s.install_catalog(cat).await })
+        });
+        for r in join_all(installs).await {
+            r??;
+        }
+        // Every shard dropped its partitions of deleted topics; the topics'
+        // directories go too (only those the previous catalog named).
+        for t in old.topics.values() {
+            if cat.topic(&t.name).map(|n| n.id) != Some(t.id) {
+                let dir = t.topic_dir(&self.config.data_dir);
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    log::warn!("removing {}: {e}", dir.display());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes a new catalog snapshot: opens partitions this shard now owns,
+    /// applies changed configs, and deletes partitions that are gone.
+    async fn install_catalog(self: &Rc<Self>, cat: Arc<Catalog>) -> Result<(), KafkaError> {
+        let gone: Vec<(String, i32)> = self
+            .partitions
+            .borrow()
+            .keys()
+            .filter(|(t, p)| {
+                cat.shard_for(t, *p) != Some(self.id) || {
+                    let old = self.catalog.borrow();
+                    old.topic(t).map(|m| m.id) != cat.topic(t).map(|m| m.id)
+                }
+            })
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some(p) = self.partitions.borrow_mut().remove(&key) {
+                p.cache.clear();
+                p.log.destroy();
+            }
+        }
+        *self.catalog.borrow_mut() = cat.clone();
+        self.open_owned_partitions(&cat).await
+    }
+
+    pub(super) async fn open_owned_partitions(
+        self: &Rc<Self>,
+        cat: &Catalog,
+    ) -> Result<(), KafkaError> {
+        for t in cat.topics.values() {
+            for (p, &shard) in t.shards.iter().enumerate() {
+                if shard != self.id {
+                    continue;
+                }
+                let key = (t.name.clone(), p as i32);
+                if let Some(existing) = self.partitions.borrow().get(&key) {
+                    existing.log.set_config(t.config.log_config());
+                    continue;
+                }
+                let dir = t.partition_dir(&self.config.data_dir, p as i32);
+                let log = PartitionLog::open(&dir, t.config.log_config(), now_ms()).await?;
+                let part = Rc::new(Partition::new(
+                    t.name.clone(),
+                    p as i32,
+                    log,
+                    self.config.flushes_in_flight,
+                    self.stats.latency.clone(),
+                ));
+                self.partitions.borrow_mut().insert(key, part);
+            }
+        }
+        Ok(())
+    }
+}

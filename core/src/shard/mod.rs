@@ -1,0 +1,300 @@
+//! A shard: one glommio executor pinned to a core, owning a set of
+//! partitions, its tail cache and the connections it accepted.
+//!
+//! Shards share nothing mutable. Work for a partition owned elsewhere is a
+//! closure sent over the channel mesh to the owner ([`Shard::invoke_on`]),
+//! which runs it there and sends the answer back; that is the only hop.
+//!
+//! Rooms: `routed` (partition work wherever the partition lives:
+//! produce, fetch, list offsets, delete records), `admin` (catalog changes
+//! made on the catalog shard and installed everywhere), `start` (executors,
+//! start-up and the running `Node`).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use futures::channel::oneshot;
+use futures::future::join_all;
+use glommio::channels::channel_mesh::Senders;
+use glommio::sync::Semaphore;
+
+use crate::cache::TailCache;
+use crate::catalog::Catalog;
+use crate::clock::now_ms;
+use crate::config::NodeConfig;
+use crate::error::{ErrorCode, KafkaError};
+use crate::groups::{owner_shard, Coordinator, ListedGroup};
+use crate::partition::Partition;
+
+mod admin;
+mod routed;
+mod start;
+
+pub use admin::{ConfigChange, NewTopic};
+pub use routed::FetchPartition;
+pub use start::{start, Node, ServeFn, Serving};
+
+/// Work sent to another shard: runs there with that shard's state.
+pub type ShardJob = Box<dyn FnOnce(Rc<Shard>) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+/// The shard that owns the catalog and makes every change to it.
+pub const CATALOG_SHARD: usize = 0;
+
+/// Counters of one shard's work (for `GET /stats`).
+#[derive(Debug, Default)]
+pub struct ShardStats {
+    /// Kafka requests received on this shard's connections.
+    pub requests: std::cell::Cell<u64>,
+    pub produce_requests: std::cell::Cell<u64>,
+    pub appended_bytes: std::cell::Cell<u64>,
+    pub fetch_requests: std::cell::Cell<u64>,
+    pub connections: std::cell::Cell<u64>,
+    /// Jobs this shard sent to another shard (`invoke_on`): the cross-core
+    /// hops its requests cost.
+    pub hops_sent: std::cell::Cell<u64>,
+    /// How long produce requests, flush writes and syncs take here.
+    pub latency: Rc<crate::latency::Latencies>,
+}
+
+/// A snapshot of one shard's counters.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ShardReport {
+    pub shard: usize,
+    pub partitions: usize,
+    pub requests: u64,
+    pub produce_requests: u64,
+    pub appended_bytes: u64,
+    pub fetch_requests: u64,
+    pub connections: u64,
+    pub hops_sent: u64,
+    pub cache_bytes: usize,
+    /// Times the watchdog found this shard asleep past its heartbeat and
+    /// woke it (a lost wake-up; see `watchdog`).
+    pub lost_wakeups: u64,
+    pub latency_us: crate::latency::LatencyReport,
+}
+
+/// Per-shard state. Lives on shard `id`, reached from elsewhere only
+/// through `invoke_on`.
+pub struct Shard {
+    pub id: usize,
+    pub nr_shards: usize,
+    pub config: Arc<NodeConfig>,
+    catalog: RefCell<Arc<Catalog>>,
+    partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
+    pub cache: RefCell<TailCache>,
+    mesh: Senders<ShardJob>,
+    /// Serialises catalog changes (used on the catalog shard only).
+    catalog_lock: Semaphore,
+    stopping: Arc<AtomicBool>,
+    pub stats: ShardStats,
+    /// Producer id allocation (the catalog shard's only).
+    producer_ids: RefCell<Option<crate::producer_ids::ProducerIds>>,
+    /// The consumer groups this shard coordinates.
+    pub groups: Coordinator,
+    /// Every shard's heartbeat (this one beats its own).
+    hearts: Arc<crate::watchdog::Hearts>,
+}
+
+impl Shard {
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.borrow().clone()
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
+        self.partitions
+            .borrow()
+            .get(&(topic.to_string(), partition))
+            .cloned()
+    }
+
+    /// How many partitions this shard owns.
+    pub fn partition_count(&self) -> usize {
+        self.partitions.borrow().len()
+    }
+
+    /// This shard's counters.
+    pub fn report(&self) -> ShardReport {
+        ShardReport {
+            shard: self.id,
+            partitions: self.partition_count(),
+            requests: self.stats.requests.get(),
+            produce_requests: self.stats.produce_requests.get(),
+            appended_bytes: self.stats.appended_bytes.get(),
+            fetch_requests: self.stats.fetch_requests.get(),
+            connections: self.stats.connections.get(),
+            hops_sent: self.stats.hops_sent.get(),
+            cache_bytes: self.cache.borrow().bytes(),
+            lost_wakeups: self.hearts.woken(self.id),
+            latency_us: self.stats.latency.report(),
+        }
+    }
+
+    /// Every shard's latency histograms merged (`GET /stats/latency`).
+    pub async fn latency(self: &Rc<Self>) -> crate::latency::LatencyReport {
+        let all = (0..self.nr_shards)
+            .map(|i| self.send_job(i, |s| async move { s.stats.latency.snapshot() }));
+        let mut total = crate::latency::Histograms::default();
+        for snapshot in join_all(all).await.into_iter().flatten() {
+            total.merge(&snapshot);
+        }
+        total.report()
+    }
+
+    /// Empties every shard's latency histograms (`POST /stats/reset`).
+    pub async fn reset_latencies(self: &Rc<Self>) {
+        let all = (0..self.nr_shards)
+            .map(|i| self.send_job(i, |s| async move { s.stats.latency.reset() }));
+        join_all(all).await;
+    }
+
+    /// Every shard's counters, gathered over the mesh (hops not counted, so
+    /// reading the counters does not change them).
+    pub async fn reports(self: &Rc<Self>) -> Vec<ShardReport> {
+        let all = (0..self.nr_shards).map(|i| self.send_job(i, |s| async move { s.report() }));
+        join_all(all).await.into_iter().flatten().collect()
+    }
+
+    /// Runs `f` on shard `target` with its state and returns the answer.
+    /// On the local shard it runs in place.
+    pub async fn invoke_on<R, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> Result<R, KafkaError>
+    where
+        R: Send + 'static,
+        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+    {
+        if target != self.id {
+            self.stats.hops_sent.set(self.stats.hops_sent.get() + 1);
+        }
+        self.send_job(target, f).await
+    }
+
+    /// `invoke_on` without counting the hop.
+    async fn send_job<R, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> Result<R, KafkaError>
+    where
+        R: Send + 'static,
+        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+    {
+        if target == self.id {
+            return Ok(f(self.clone()).await);
+        }
+        let (tx, rx) = oneshot::channel();
+        let job: ShardJob = Box::new(move |shard| {
+            Box::pin(async move {
+                let _ = tx.send(f(shard).await);
+            })
+        });
+        let lost = || {
+            KafkaError::new(
+                ErrorCode::UnknownServerError,
+                format!("shard {target} is not answering"),
+            )
+        };
+        self.mesh.send_to(target, job).await.map_err(|_| lost())?;
+        rx.await.map_err(|_| lost())
+    }
+
+    /// Sends each item to the shard named with it, runs `f` there on that
+    /// shard's items (one hop per shard, concurrently) and gathers the answers.
+    pub async fn scatter<T, R, F, Fut>(
+        self: &Rc<Self>,
+        items: Vec<(usize, T)>,
+        f: F,
+    ) -> Vec<Result<Vec<R>, KafkaError>>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        F: Fn(Rc<Shard>, Vec<T>) -> Fut + Send + Clone + 'static,
+        Fut: Future<Output = Vec<R>> + 'static,
+    {
+        let mut groups: BTreeMap<usize, Vec<T>> = BTreeMap::new();
+        for (shard, item) in items {
+            groups.entry(shard).or_default().push(item);
+        }
+        join_all(groups.into_iter().map(|(shard, group)| {
+            let f = f.clone();
+            self.invoke_on(shard, move |s| f(s, group))
+        }))
+        .await
+    }
+
+    // ---- groups --------------------------------------------------------
+
+    /// The shard coordinating `group`.
+    pub fn group_shard(&self, group: &str) -> usize {
+        owner_shard(group, self.nr_shards)
+    }
+
+    /// Runs `f` on the shard coordinating `group`.
+    pub async fn on_group<R, F, Fut>(self: &Rc<Self>, group: &str, f: F) -> Result<R, KafkaError>
+    where
+        R: Send + 'static,
+        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+    {
+        self.invoke_on(self.group_shard(group), f).await
+    }
+
+    /// Every group of every shard (ListGroups), sorted by id.
+    pub async fn list_groups(self: &Rc<Self>) -> Result<Vec<ListedGroup>, KafkaError> {
+        let all =
+            (0..self.nr_shards).map(|i| self.invoke_on(i, |s| async move { s.groups.list() }));
+        let mut out = Vec::new();
+        for part in join_all(all).await {
+            out.extend(part?);
+        }
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(out)
+    }
+
+    // ---- producer ids, retention, stop ------------------------------
+
+    /// A new producer id (InitProducerId), from the catalog shard.
+    pub async fn allocate_producer_id(self: &Rc<Self>) -> Result<i64, KafkaError> {
+        self.invoke_on(CATALOG_SHARD, |s| async move {
+            let mut ids = s.producer_ids.borrow_mut();
+            let ids = ids
+                .as_mut()
+                .expect("the catalog shard allocates producer ids");
+            ids.allocate()
+                .map_err(|e| KafkaError::new(ErrorCode::KafkaStorageError, e))
+        })
+        .await?
+    }
+
+    /// Applies retention to every partition this shard owns, and forgets
+    /// idle producers.
+    pub fn enforce_retention(&self) {
+        let now = now_ms();
+        let parts: Vec<_> = self.partitions.borrow().values().cloned().collect();
+        let expiry = self.config.producer_expiry.as_millis() as i64;
+        for p in parts {
+            p.log.expire_producers(now, expiry);
+            let n = p.log.enforce_retention(now);
+            if n > 0 {
+                log::info!(
+                    "{}-{}: retention removed {n} segment(s); log now starts at {}",
+                    p.topic,
+                    p.index,
+                    p.log.log_start()
+                );
+            }
+        }
+    }
+
+    /// Flushes every partition (clean stop).
+    pub async fn close_all(&self) {
+        let parts: Vec<_> = self.partitions.borrow().values().cloned().collect();
+        join_all(parts.iter().map(|p| p.close())).await;
+    }
+}

@@ -1,0 +1,326 @@
+//! Partition work routed to the shard that owns each partition: produce,
+//! fetch (long poll, gathered across shards), list offsets, delete records.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use futures::future::{join_all, select, select_all, Either};
+
+use crate::error::{ErrorCode, KafkaError};
+use crate::partition::{Partition, PartitionRead, ProduceResult};
+
+use super::Shard;
+
+/// One partition of a fetch request.
+#[derive(Debug, Clone)]
+pub struct FetchPartition {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub max_bytes: i32,
+}
+
+impl Shard {
+    // ---- produce -------------------------------------------------------
+
+    /// Runs `op` on each partition named in `items`, on the shard that owns
+    /// it: one hop per owning shard, the partitions of a shard concurrently.
+    /// Items carry the caller's index so answers can be matched up; every
+    /// item gets an answer (an unknown partition, or a lost hop, an error).
+    pub async fn on_partitions<A, R, F, Fut>(
+        self: &Rc<Self>,
+        items: Vec<(usize, String, i32, A)>,
+        op: F,
+    ) -> Vec<(usize, Result<R, KafkaError>)>
+    where
+        A: Send + 'static,
+        R: Send + 'static,
+        F: Fn(Rc<Shard>, Rc<Partition>, A) -> Fut + Send + Clone + 'static,
+        Fut: Future<Output = Result<R, KafkaError>> + 'static,
+    {
+        let catalog = self.catalog();
+        let mut out = Vec::with_capacity(items.len());
+        let mut routed = Vec::with_capacity(items.len());
+        let mut routed_ids = Vec::with_capacity(items.len());
+        for (i, topic, partition, arg) in items {
+            match catalog.shard_for(&topic, partition) {
+                Some(shard) => {
+                    routed_ids.push(i);
+                    routed.push((shard, (i, topic, partition, arg)));
+                }
+                None => out.push((i, Err(KafkaError::unknown_partition(&topic, partition)))),
+            }
+        }
+        let answers = self
+            .scatter(routed, move |s, group| {
+                let op = op.clone();
+                async move {
+                    join_all(group.into_iter().map(|(i, topic, partition, arg)| {
+                        let (s, op) = (s.clone(), op.clone());
+                        async move {
+                            let r = match s.partition(&topic, partition) {
+                                Some(p) => op(s.clone(), p, arg).await,
+                                None => Err(KafkaError::unknown_partition(&topic, partition)),
+                            };
+                            (i, r)
+                        }
+                    }))
+                    .await
+                }
+            })
+            .await;
+        let answered = out.len();
+        out.extend(answers.into_iter().flatten().flatten());
+        if out.len() - answered < routed_ids.len() {
+            // A hop failed (its shard stopped): its items still get answers.
+            let have: std::collections::HashSet<usize> = out.iter().map(|(i, _)| *i).collect();
+            for i in routed_ids.into_iter().filter(|i| !have.contains(i)) {
+                log::error!("a hop to the shard owning item {i} was lost");
+                let lost = KafkaError::new(
+                    ErrorCode::UnknownServerError,
+                    "the owning shard did not answer",
+                );
+                out.push((i, Err(lost)));
+            }
+        }
+        out
+    }
+
+    // ---- produce -------------------------------------------------------
+
+    /// Appends to partitions wherever they live.
+    pub async fn produce(
+        self: &Rc<Self>,
+        items: Vec<(usize, String, i32, Bytes)>,
+        acks: i16,
+    ) -> Vec<(usize, ProduceResult)> {
+        self.on_partitions(items, move |s, p, records: Bytes| async move {
+            let stats = &s.stats;
+            stats.produce_requests.set(stats.produce_requests.get() + 1);
+            stats
+                .appended_bytes
+                .set(stats.appended_bytes.get() + records.len() as u64);
+            let catalog = s.catalog();
+            let topic = catalog.topic(&p.topic);
+            let max = topic.map_or(i32::MAX, |t| t.config.max_message_bytes);
+            let schema = topic.and_then(|t| t.schema.as_ref());
+            p.produce(records, acks, max, schema, &s.cache).await
+        })
+        .await
+    }
+
+    // ---- fetch ---------------------------------------------------------
+
+    /// A fetch across shards: each owner reads (and waits, if nothing is
+    /// there) for its partitions; the first owner to answer with data
+    /// releases the others early, as Kafka completes a delayed fetch.
+    pub async fn fetch(
+        self: &Rc<Self>,
+        parts: Vec<FetchPartition>,
+        min_bytes: i32,
+        max_bytes: i32,
+        max_wait: Duration,
+    ) -> Vec<Result<PartitionRead, KafkaError>> {
+        let catalog = self.catalog();
+        let deadline = crate::clock::long_poll_deadline(Instant::now(), max_wait);
+        let mut results: Vec<Option<Result<PartitionRead, KafkaError>>> = vec![None; parts.len()];
+        let mut groups: BTreeMap<usize, Vec<(usize, FetchPartition)>> = BTreeMap::new();
+        for (i, p) in parts.into_iter().enumerate() {
+            match catalog.shard_for(&p.topic, p.partition) {
+                Some(shard) => groups.entry(shard).or_default().push((i, p)),
+                None => {
+                    results[i] = Some(Err(KafkaError::unknown_partition(&p.topic, p.partition)))
+                }
+            }
+        }
+        let mut cancels = Vec::new();
+        let mut pending: Vec<Pin<Box<dyn Future<Output = _>>>> = Vec::new();
+        for (shard, group) in groups {
+            let (tx, rx) = oneshot::channel::<()>();
+            cancels.push(tx);
+            pending.push(Box::pin(self.invoke_on(shard, move |s| async move {
+                s.fetch_local(group, min_bytes, max_bytes, deadline, rx)
+                    .await
+            })));
+        }
+        let mut answers = Vec::new();
+        if !pending.is_empty() {
+            let (first, _, rest) = select_all(pending).await;
+            // Whatever the first owner found, the fetch can complete now.
+            cancels.clear();
+            answers.push(first);
+            answers.extend(join_all(rest).await);
+        }
+        for a in answers {
+            match a {
+                Ok(v) => {
+                    for (i, r) in v {
+                        results[i] = Some(r);
+                    }
+                }
+                Err(e) => log::error!("fetch hop failed: {e}"),
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(KafkaError::new(ErrorCode::UnknownServerError, "fetch lost"))
+                })
+            })
+            .collect()
+    }
+
+    /// Reads this shard's part of a fetch; with less than `min_bytes`
+    /// waits until an append wakes it, the deadline passes or `cancel`.
+    async fn fetch_local(
+        self: &Rc<Self>,
+        parts: Vec<(usize, FetchPartition)>,
+        min_bytes: i32,
+        max_bytes: i32,
+        deadline: Instant,
+        cancel: oneshot::Receiver<()>,
+    ) -> Vec<(usize, Result<PartitionRead, KafkaError>)> {
+        self.stats
+            .fetch_requests
+            .set(self.stats.fetch_requests.get() + 1);
+        let mut cancel = cancel;
+        let mut cancelled = false;
+        loop {
+            // Watch before reading, so an append during the read still wakes us.
+            let mut watches = Vec::with_capacity(parts.len());
+            let mut out = Vec::with_capacity(parts.len());
+            // Read every partition at once (their disk reads overlap), then
+            // apply the response budget in request order, as Kafka does: the
+            // first partition with data always gets at least one batch.
+            let budget = (max_bytes.max(1) as usize).min(self.config.fetch_max_bytes);
+            let limits = read_limits(parts.iter().map(|(_, fp)| fp.max_bytes), budget);
+            let reads = join_all(parts.iter().zip(limits).map(|((_, fp), limit)| {
+                let part = self.partition(&fp.topic, fp.partition);
+                if let Some(p) = &part {
+                    watches.push(p.watch());
+                }
+                async move {
+                    match part {
+                        Some(p) => p.read(fp.offset, limit).await,
+                        None => Err(KafkaError::unknown_partition(&fp.topic, fp.partition)),
+                    }
+                }
+            }))
+            .await;
+            let mut total = 0usize;
+            let mut errors = false;
+            for ((i, _), mut r) in parts.iter().zip(reads) {
+                match &mut r {
+                    Ok(read) => {
+                        if total > 0 && total + read.records.len() > budget {
+                            read.records = Default::default();
+                        }
+                        total += read.records.len();
+                    }
+                    Err(_) => errors = true,
+                }
+                out.push((*i, r));
+            }
+            let now = Instant::now();
+            if total >= min_bytes.max(1) as usize
+                || errors
+                || watches.is_empty()
+                || now >= deadline
+                || cancelled
+                || self.is_stopping()
+            {
+                return out;
+            }
+            let timer = Box::pin(glommio::timer::sleep(deadline - now));
+            // An append wakes us, or the deadline passes (the check above
+            // then ends the loop), or another shard answered first: in each
+            // case read once more.
+            if let Either::Right(_) = select(select(select_all(watches), timer), &mut cancel).await
+            {
+                cancelled = true;
+            }
+        }
+    }
+
+    // ---- list offsets --------------------------------------------------
+
+    /// Answers ListOffsets for partitions wherever they live: (offset,
+    /// timestamp) for a timestamp or the specials -1 (latest), -2
+    /// (earliest), -3 (max timestamp).
+    pub async fn list_offsets(
+        self: &Rc<Self>,
+        items: Vec<(usize, String, i32, i64)>,
+    ) -> Vec<(usize, Result<(i64, i64), KafkaError>)> {
+        self.on_partitions(items, |_, p, ts: i64| async move {
+            match ts {
+                -1 => Ok((p.log.high_watermark(), -1)),
+                -2 => Ok((p.log.log_start(), -1)),
+                -3 => Ok(p.log.max_timestamp().unwrap_or((-1, -1))),
+                t if t >= 0 => Ok(p.log.offset_for_time(t).await?.unwrap_or((-1, -1))),
+                t => Err(KafkaError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("timestamp {t} is not a valid ListOffsets query"),
+                )),
+            }
+        })
+        .await
+    }
+
+    /// DeleteRecords for partitions wherever they live: each moves its log
+    /// start to the given offset (-1: the high watermark); answers the new
+    /// low watermark.
+    pub async fn delete_records(
+        self: &Rc<Self>,
+        items: Vec<(usize, String, i32, i64)>,
+    ) -> Vec<(usize, Result<i64, KafkaError>)> {
+        self.on_partitions(items, |_, p, offset: i64| async move {
+            Ok(p.log.delete_records_before(offset)?)
+        })
+        .await
+    }
+}
+
+/// Each partition's read limit in one fetch: its own max bytes, handed out
+/// in request order from the response's `budget`, but never below an equal
+/// share of it. The reads run at once, so whatever the request asks, they
+/// hold at most twice the budget before the response is cut to it.
+fn read_limits(partition_max: impl ExactSizeIterator<Item = i32>, budget: usize) -> Vec<usize> {
+    let share = budget / partition_max.len().max(1);
+    let mut left = budget;
+    partition_max
+        .map(|m| {
+            let limit = (m.max(0) as usize).min(left.max(share));
+            left = left.saturating_sub(limit);
+            limit
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_limits;
+
+    #[test]
+    fn a_fetch_reads_at_most_twice_its_budget() {
+        let budget = 1000;
+        // Asking for everything: the first takes the budget, the rest a share.
+        let l = read_limits([i32::MAX; 4].into_iter(), budget);
+        assert_eq!(l, vec![1000, 250, 250, 250]);
+        // Modest asks are granted as asked.
+        assert_eq!(
+            read_limits([100, 0, 300].into_iter(), budget),
+            vec![100, 0, 300]
+        );
+        for n in [1usize, 3, 7, 1000] {
+            let l = read_limits(std::iter::repeat_n(i32::MAX, n), budget);
+            assert!(l.iter().sum::<usize>() <= 2 * budget, "{n}: {l:?}");
+            assert!(l.iter().all(|&x| x >= budget / n), "{n}: {l:?}");
+        }
+    }
+}

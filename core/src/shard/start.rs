@@ -1,0 +1,316 @@
+//! Start-up and the running node: the executors, the channel mesh, the
+//! data directory lock, the start gate that releases every shard together.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::sync::Semaphore;
+
+use crate::cache::TailCache;
+use crate::catalog::Catalog;
+use crate::config::NodeConfig;
+use crate::groups::Coordinator;
+
+use super::{Shard, ShardJob, ShardStats, CATALOG_SHARD};
+
+/// What the network layer starts on each shard once its partitions are
+/// open: it binds at once (an error there fails start-up) and returns the
+/// future that serves until the shard stops.
+pub type ServeFn = Arc<dyn Fn(Rc<Shard>) -> Result<Serving, String> + Send + Sync>;
+
+/// The future that serves a shard's clients until it stops.
+pub type Serving = Pin<Box<dyn Future<Output = Result<(), String>>>>;
+
+/// Starts `config.shards` executors, pinned one per core, each opening the
+/// partitions it owns and binding its ports with `serve`. Returns once all
+/// are ready (and only then do they accept clients, together), or the first
+/// start-up error.
+pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
+    // Shards bind with SO_REUSEPORT, which would also let them share a port
+    // with another live process (say, a second node). A plain bind cannot
+    // tell that apart from connections of a previous run still closing, so
+    // ask the port itself: anyone answering means it is taken. A node just
+    // killed can still answer for a moment: its io_uring instance holds the
+    // listening socket until the kernel tears the ring down, after the
+    // process is gone. So the port must keep answering to count as taken.
+    let shard_ports = (0..config.shards).filter_map(|s| config.shard_listen_addr(s));
+    let ports = [("Kafka", config.kafka_addr), ("HTTP", config.http_addr)]
+        .into_iter()
+        .chain(shard_ports.map(|a| ("a shard's Kafka port", a)));
+    for (what, addr) in ports {
+        let mut probe = addr;
+        if probe.ip().is_unspecified() {
+            probe.set_ip(match addr {
+                std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let answers =
+            || std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut taken = answers();
+        while taken && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            taken = answers();
+        }
+        if taken {
+            return Err(format!(
+                "cannot listen for {what} on {addr}: another process is listening there"
+            ));
+        }
+    }
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+        format!(
+            "cannot create data directory {}: {e}",
+            config.data_dir.display()
+        )
+    })?;
+    let lock = lock_data_dir(&config.data_dir)?;
+    let catalog = Arc::new(Catalog::load_or_create(&config.data_dir, config.shards)?);
+    let config = Arc::new(config);
+    let stopping = Arc::new(AtomicBool::new(false));
+    let all_ready = Arc::new(AtomicBool::new(false));
+    let mesh = MeshBuilder::<ShardJob, _>::full(config.shards, config.mesh_capacity);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
+    crate::watchdog::install()?;
+    let hearts = crate::watchdog::Hearts::new(config.shards);
+    let watchdog = crate::watchdog::spawn(hearts.clone(), stopping.clone())?;
+    let mut handles = Vec::new();
+    for id in 0..config.shards {
+        let (config, catalog, stopping, all_ready, mesh, serve, ready, hearts) = (
+            config.clone(),
+            catalog.clone(),
+            stopping.clone(),
+            all_ready.clone(),
+            mesh.clone(),
+            serve.clone(),
+            ready_tx.clone(),
+            hearts.clone(),
+        );
+        let builder = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(id % cpus))
+            .name(&format!("weir-shard-{id}"))
+            .spin_before_park(config.spin_before_park);
+        let handle = builder
+            .spawn(move || async move {
+                let fail = |e: String| {
+                    let _ = ready.send(Err(e));
+                };
+                // Beating from the first moment: the watchdog wakes a
+                // shard that sleeps through its own timer, start-up too.
+                hearts.register(id);
+                let heartbeat = {
+                    let (hearts, stopping) = (hearts.clone(), stopping.clone());
+                    glommio::spawn_local(async move {
+                        while !stopping.load(Ordering::Relaxed) {
+                            glommio::timer::sleep(crate::watchdog::BEAT).await;
+                            hearts.beat(id);
+                        }
+                    })
+                };
+                let (senders, mut receivers) = match mesh.join().await {
+                    Ok(x) => x,
+                    Err(_) => return fail(format!("shard {id}: joining the channel mesh failed")),
+                };
+                if let Err(e) = weir_storage::segment::prepare_direct_io(&config.data_dir).await {
+                    return fail(e.to_string());
+                }
+                let groups =
+                    match Coordinator::open(&config.data_dir, id, config.shards, config.groups)
+                        .await
+                    {
+                        Ok(c) => c,
+                        Err(e) => return fail(format!("shard {id}: opening the group log: {e}")),
+                    };
+                let shard = Rc::new(Shard {
+                    id,
+                    nr_shards: config.shards,
+                    config: config.clone(),
+                    catalog: RefCell::new(catalog.clone()),
+                    partitions: RefCell::new(HashMap::new()),
+                    cache: RefCell::new(TailCache::new(config.cache_bytes_per_shard)),
+                    mesh: senders,
+                    catalog_lock: Semaphore::new(1),
+                    stopping: stopping.clone(),
+                    stats: ShardStats::default(),
+                    producer_ids: RefCell::new(None),
+                    groups,
+                    hearts: hearts.clone(),
+                });
+                let mut tasks = Vec::new();
+                for (_, rx) in receivers.streams() {
+                    let s = shard.clone();
+                    tasks.push(glommio::spawn_local(async move {
+                        while let Some(job) = rx.recv().await {
+                            glommio::spawn_local(job(s.clone())).detach();
+                        }
+                    }));
+                }
+                if id == CATALOG_SHARD {
+                    match crate::producer_ids::ProducerIds::load(&config.data_dir) {
+                        Ok(p) => *shard.producer_ids.borrow_mut() = Some(p),
+                        Err(e) => return fail(e),
+                    }
+                }
+                if let Err(e) = shard.open_owned_partitions(&catalog).await {
+                    return fail(format!("shard {id}: opening partitions: {e}"));
+                }
+                let serving = match serve(shard.clone()) {
+                    Ok(fut) => fut,
+                    Err(e) => return fail(e),
+                };
+                let _ = ready.send(Ok(id));
+                let server = {
+                    let (stopping, all_ready) = (stopping.clone(), all_ready.clone());
+                    glommio::spawn_local(async move {
+                        // Accept nothing until every shard has opened its
+                        // partitions and bound its ports: Metadata names
+                        // every shard's port, and a request may hop to any
+                        // shard. Clients that connect meanwhile wait in the
+                        // listen backlog. Start-up only, so a short poll.
+                        while !all_ready.load(Ordering::Acquire) {
+                            if stopping.load(Ordering::Relaxed) {
+                                return;
+                            }
+                            glommio::timer::sleep(Duration::from_millis(1)).await;
+                        }
+                        if let Err(e) = serving.await {
+                            log::error!("shard {id} stopped serving: {e}");
+                            stopping.store(true, Ordering::Relaxed);
+                        }
+                    })
+                };
+                let mut ticks = 0u64;
+                let tick = Duration::from_millis(100);
+                let retention_every =
+                    (config.retention_check_interval.as_millis() / tick.as_millis()).max(1) as u64;
+                while !stopping.load(Ordering::Relaxed) {
+                    glommio::timer::sleep(tick).await;
+                    ticks += 1;
+                    shard.groups.tick();
+                    if ticks.is_multiple_of(retention_every) {
+                        shard.enforce_retention();
+                    }
+                }
+                // Stop taking requests, then sync what was appended and
+                // answer its producers, then stop serving other shards.
+                server.cancel().await;
+                shard.close_all().await;
+                shard.groups.close().await;
+                for t in tasks {
+                    t.cancel().await;
+                }
+                heartbeat.cancel().await;
+                log::info!("shard {id} stopped");
+            })
+            .map_err(|e| {
+                format!("cannot start shard {id} (is `ulimit -l` at least 512 KiB?): {e}")
+            })?;
+        handles.push(handle);
+    }
+    drop(ready_tx);
+    let began = Instant::now();
+    let mut starting: Vec<usize> = (0..config.shards).collect();
+    while !starting.is_empty() {
+        match ready_rx.recv_timeout(STARTUP_PROGRESS_EVERY) {
+            Ok(Ok(id)) => starting.retain(|&s| s != id),
+            Ok(Err(e)) => {
+                stopping.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                // Clients wait in the backlog meanwhile: say why.
+                let waiting: Vec<String> = starting
+                    .iter()
+                    .map(|&s| format!("shard {s} ({})", hearts.thread_state(s)))
+                    .collect();
+                log::warn!(
+                    "still starting after {} s: waiting for {} to open its partitions and listen; connections wait in the listen backlog",
+                    began.elapsed().as_secs(),
+                    waiting.join(", ")
+                );
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                // An executor that could not be made (io_uring setup) ends
+                // its thread before our code runs: its handle has the error.
+                stopping.store(true, Ordering::Relaxed);
+                let why = handles
+                    .into_iter()
+                    .filter_map(|h| h.join().err())
+                    .map(|e| e.to_string())
+                    .next()
+                    .unwrap_or_else(|| "unknown error".into());
+                return Err(format!(
+                    "a shard could not start: {why} (io_uring needs locked memory: is `ulimit -l` at least 512 KiB?)"
+                ));
+            }
+        }
+    }
+    all_ready.store(true, Ordering::Release);
+    Ok(Node {
+        handles,
+        watchdog,
+        stopping,
+        _lock: lock,
+    })
+}
+
+/// How often start-up says which shards it still waits for.
+const STARTUP_PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Takes `DATA/.lock` (an exclusive `flock`, as Kafka locks each log
+/// directory): two nodes writing one data directory would overwrite each
+/// other's segments. The kernel drops the lock when the process ends, however
+/// it ends, so a crash leaves nothing to clean up.
+fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, String> {
+    let path = dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "data directory {} is in use by another process (it holds {})",
+            dir.display(),
+            path.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", path.display())),
+    }
+}
+
+/// A running node: its executor threads, the stop flag they watch, and the
+/// data directory's lock (held until the node is dropped).
+pub struct Node {
+    handles: Vec<glommio::ExecutorJoinHandle<()>>,
+    watchdog: std::thread::JoinHandle<()>,
+    stopping: Arc<AtomicBool>,
+    _lock: std::fs::File,
+}
+
+impl Node {
+    /// The flag that stops every shard when set.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stopping.clone()
+    }
+
+    /// Waits for every shard to stop.
+    pub fn join(self) {
+        for h in self.handles {
+            let _ = h.join();
+        }
+        self.stopping.store(true, Ordering::Relaxed);
+        let _ = self.watchdog.join();
+    }
+}
