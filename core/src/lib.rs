@@ -13,6 +13,8 @@
 //! - [`latency`]: per-shard latency histograms (produce, flush write, sync).
 //! - [`sql`]: SQL statements over the tables (`POST /sql`).
 //! - [`table`]: typed tables: schemas, records to rows, scans for SQL.
+//! - [`listeners`]: who listens on a port (a live process, or a killed one's
+//!   leftovers).
 //! - [`watchdog`]: wakes a shard that slept through its own wake-up.
 
 pub mod cache;
@@ -22,6 +24,7 @@ pub mod config;
 pub mod error;
 pub mod groups;
 pub mod latency;
+pub mod listeners;
 pub mod partition;
 pub mod producer_ids;
 pub mod refusals;

@@ -33,38 +33,12 @@ pub type Serving = Pin<Box<dyn Future<Output = Result<(), String>>>>;
 /// are ready (and only then do they accept clients, together), or the first
 /// start-up error.
 pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
-    // Shards bind with SO_REUSEPORT, which would also let them share a port
-    // with another live process (say, a second node). A plain bind cannot
-    // tell that apart from connections of a previous run still closing, so
-    // ask the port itself: anyone answering means it is taken. A node just
-    // killed can still answer for a moment: its io_uring instance holds the
-    // listening socket until the kernel tears the ring down, after the
-    // process is gone. So the port must keep answering to count as taken.
     let shard_ports = (0..config.shards).filter_map(|s| config.shard_listen_addr(s));
     let ports = [("Kafka", config.kafka_addr), ("HTTP", config.http_addr)]
         .into_iter()
         .chain(shard_ports.map(|a| ("a shard's Kafka port", a)));
     for (what, addr) in ports {
-        let mut probe = addr;
-        if probe.ip().is_unspecified() {
-            probe.set_ip(match addr {
-                std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-            });
-        }
-        let answers =
-            || std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok();
-        let deadline = Instant::now() + Duration::from_secs(3);
-        let mut taken = answers();
-        while taken && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-            taken = answers();
-        }
-        if taken {
-            return Err(format!(
-                "cannot listen for {what} on {addr}: another process is listening there"
-            ));
-        }
+        wait_for_port(what, addr)?;
     }
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
         format!(
@@ -262,6 +236,58 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
         stopping,
         _lock: lock,
     })
+}
+
+/// Waits until `addr` is free to listen on, or says who holds it.
+///
+/// Shards bind with SO_REUSEPORT, which would also let them share a port
+/// with another live process (say, a second node): a port another process
+/// listens on is an error. A node just killed leaves its listening sockets
+/// behind for a while: its io_uring instance holds them until the kernel
+/// has torn the ring down, after the process is gone (5-15 ms here after a
+/// SIGKILL under load, longer when requests are in flight). Joining their
+/// SO_REUSEPORT group would hand some new connections to sockets nobody
+/// will ever accept, so start-up waits for them to go, saying so once.
+fn wait_for_port(what: &str, addr: std::net::SocketAddr) -> Result<(), String> {
+    let mut probe = addr;
+    if probe.ip().is_unspecified() {
+        probe.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let answers =
+        || std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok();
+    let began = Instant::now();
+    let mut said = false;
+    loop {
+        match crate::listeners::on_port(addr.port()) {
+            crate::listeners::Listeners::None => return Ok(()),
+            crate::listeners::Listeners::Orphaned(n) => {
+                if !said {
+                    log::warn!(
+                        "waiting for {n} listening socket(s) on port {} left by a process that has exited (the kernel is still tearing down its io_uring instance)",
+                        addr.port()
+                    );
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            crate::listeners::Listeners::Held => {
+                // A live process, or one whose sockets this user cannot
+                // see: taken if it keeps answering.
+                if !answers() {
+                    return Ok(());
+                }
+                if began.elapsed() > Duration::from_secs(3) {
+                    return Err(format!(
+                        "cannot listen for {what} on {addr}: another process is listening there"
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
 }
 
 /// How often start-up says which shards it still waits for.
