@@ -1,0 +1,182 @@
+//! Appending: offsets assigned, producer sequences checked, segments
+//! rolled and sealed.
+
+use crate::batch::{assign_offset, BatchHeader};
+use crate::chunks::Chunks;
+use crate::producer_state::SequenceCheck;
+use crate::segment::{snapshot_path, sync_dir, write_small_file, Segment};
+use crate::StorageError;
+use bytes::Bytes;
+
+use super::*;
+
+impl PartitionLog {
+    /// Assigns offsets to validated batches and stages them. They become
+    /// durable (and readable) at the next `flush`. Returns the batches as
+    /// stored (base offsets assigned; the bodies shared with `batches`) for
+    /// the tail cache.
+    pub async fn append(
+        &self,
+        batches: &[(BatchHeader, Bytes)],
+        now_ms: i64,
+    ) -> Result<(Appended, Vec<(BatchHeader, Chunks)>), StorageError> {
+        let _permit = self
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .expect("semaphore open");
+        if let Some(why) = &self.state.borrow().failed {
+            return Err(StorageError::Io(format!("log is failed: {why}")));
+        }
+        {
+            let producers = self.producers.borrow();
+            for (h, _) in batches {
+                match producers.check(h).map_err(StorageError::Sequence)? {
+                    SequenceCheck::Append => {}
+                    SequenceCheck::Duplicate {
+                        base_offset,
+                        last_offset,
+                    } => {
+                        // A resend of a batch already written: its original
+                        // offsets, nothing written again.
+                        return Ok((
+                            Appended {
+                                base_offset,
+                                last_offset,
+                                log_append_time: -1,
+                            },
+                            Vec::new(),
+                        ));
+                    }
+                }
+            }
+        }
+        let total: u64 = batches.iter().map(|(h, _)| h.total_len() as u64).sum();
+        self.maybe_roll(total, now_ms).await?;
+        let mut producers = self.producers.borrow_mut();
+        let mut st = self.state.borrow_mut();
+        let base_offset = st.next_offset;
+        let mut stored = Vec::with_capacity(batches.len());
+        let seg_base = *st.segments.keys().next_back().expect("a segment");
+        let stamp = self.config.get().log_append_time;
+        for (h, b) in batches {
+            let offset = st.next_offset;
+            let stored_batch = assign_offset(b, offset, now_ms, stamp);
+            let header = BatchHeader::parse(&stored_batch.parts()[0]).expect("validated batch");
+            let seg = st.segments.get_mut(&seg_base).expect("active segment");
+            seg.append(&stored_batch, &header);
+            producers.record(&header, now_ms);
+            st.next_offset = offset + h.offset_count();
+            stored.push((header, stored_batch));
+        }
+        let log_append_time = if stamp || batches.iter().any(|(h, _)| h.is_log_append_time()) {
+            now_ms
+        } else {
+            -1
+        };
+        Ok((
+            Appended {
+                base_offset,
+                last_offset: st.next_offset - 1,
+                log_append_time,
+            },
+            stored,
+        ))
+    }
+
+    /// An idempotent producer's batch of which nothing is stored (a typed
+    /// table skipped every record in it): its sequence is checked like an
+    /// append and remembered, so the producer's next batch follows on.
+    /// Answers an empty range at the log end, or a duplicate's original
+    /// range. (Remembered in memory: the log holds nothing to rebuild it
+    /// from after a restart.)
+    pub async fn skip_batch(&self, h: &BatchHeader, now_ms: i64) -> Result<Appended, StorageError> {
+        let _permit = self
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .expect("semaphore open");
+        if let SequenceCheck::Duplicate {
+            base_offset,
+            last_offset,
+        } = self
+            .producers
+            .borrow()
+            .check(h)
+            .map_err(StorageError::Sequence)?
+        {
+            return Ok(Appended {
+                base_offset,
+                last_offset,
+                log_append_time: -1,
+            });
+        }
+        let end = self.state.borrow().next_offset;
+        let mut meta = *h;
+        meta.base_offset = end;
+        meta.last_offset_delta = -1; // no offsets taken
+        self.producers.borrow_mut().record(&meta, now_ms);
+        Ok(Appended {
+            base_offset: end,
+            last_offset: end - 1,
+            log_append_time: -1,
+        })
+    }
+
+    /// Rolls to a new segment when the active one is too big or too old.
+    pub(super) async fn maybe_roll(&self, incoming: u64, now_ms: i64) -> Result<(), StorageError> {
+        let cfg = self.config.get();
+        let base = {
+            let st = self.state.borrow();
+            let active = st.segments.values().next_back().expect("a segment");
+            let too_big = active.size + incoming > cfg.segment_bytes;
+            let too_old = now_ms - active.created_ms > cfg.segment_ms;
+            // Relative offsets and positions are u32 in the index.
+            let too_many = st.next_offset - active.base > i32::MAX as i64
+                || active.size + incoming > u32::MAX as u64;
+            if active.size == 0 || !(too_big || too_old || too_many) {
+                return Ok(());
+            }
+            st.next_offset
+        };
+        // The producer state as of the new segment's base, so recovery needs
+        // to scan only the active segment. Written before the segment exists.
+        let snapshot = self.producers.borrow().encode();
+        write_small_file(&snapshot_path(&self.dir, base), snapshot).await?;
+        sync_dir(&self.dir)?;
+        let seg = Segment::create(&self.dir, base, now_ms).await?;
+        self.state.borrow_mut().segments.insert(base, seg);
+        Ok(())
+    }
+
+    /// Seals every durable segment that is no longer the active one.
+    pub(super) async fn seal_inactive(&self) -> Result<(), StorageError> {
+        loop {
+            // Sealing truncates the file: no zeroing ahead may be writing,
+            // and concurrent flushes seal one at a time. (No flush writes a
+            // segment that is durable to its end and no longer active.)
+            let _zero = self
+                .zero_lock
+                .acquire_permit(1)
+                .await
+                .expect("semaphore open");
+            let candidate = {
+                let st = self.state.borrow();
+                let active = *st.segments.keys().next_back().expect("a segment");
+                // The oldest unsealed segment that is durable and not active.
+                st.unsealed()
+                    .filter(|s| s.base != active && !s.dirty())
+                    .last()
+                    .map(|s| s.base)
+            };
+            let Some(base) = candidate else { return Ok(()) };
+            // The segment stays in place (readers use it) while its files
+            // are finished.
+            let job = self.state.borrow().segments[&base].seal_job();
+            job.await?;
+            if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
+                seg.mark_sealed();
+            }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Flushing: staged bytes written durably (O_DSYNC), flushes in flight
+//! together, applied in the order prepared (`Flights`), failures and
+//! retries.
+
+use crate::segment::align_up;
+use crate::StorageError;
+use futures::channel::oneshot;
+
+use super::ahead::{ahead_of, PREALLOCATE_BYTES, PREALLOCATE_MIN_BYTES};
+use super::*;
+
+impl PartitionLog {
+    /// Makes everything appended before the call durable; returns the high
+    /// watermark. Each segment with bytes not yet handed to a flush gets one
+    /// O_DSYNC direct write (its completion is its sync), and one flush
+    /// covers every batch appended before it started (group commit). A
+    /// partition may keep several flushes in flight: a flush prepared
+    /// while another is in flight ends in padding, so the next one shares
+    /// no block with it and their writes go to the device together
+    /// (`segment`'s comment). A flush that would write a block an earlier
+    /// one in flight writes too waits for that one to land first. Flushes
+    /// count in order (`Flight`): the high watermark returned may be older
+    /// than this flush's end while an earlier flush is in flight, and the
+    /// flush that lands last returns it for both.
+    ///
+    /// `flush` returns when everything appended before the call is durable
+    /// (or a flush failed); a partition's flushers use `flush_timed`.
+    pub async fn flush(&self) -> Result<i64, StorageError> {
+        self.flush_timed().await?;
+        self.wait_idle().await;
+        match &self.state.borrow().failed {
+            Some(why) => Err(StorageError::Io(why.clone())),
+            None => Ok(self.high_watermark()),
+        }
+    }
+
+    /// One flush, and how long it waited and wrote (`None` when there was
+    /// nothing to flush); returns when its own writes landed.
+    pub async fn flush_timed(&self) -> Result<(i64, Option<FlushTimes>), StorageError> {
+        // Allocate ahead no more than a segment holds.
+        let segment_bytes = align_up(self.config.get().segment_bytes);
+        let (id, jobs, must_wait) = {
+            let mut st = self.state.borrow_mut();
+            if !st.unsealed().any(|s| s.unwritten()) {
+                return Ok((st.durable_offset, None));
+            }
+            let mut flights = self.flights.borrow_mut();
+            let in_flight = !flights.queue.is_empty();
+            let pad = in_flight || flights.overlapped;
+            flights.overlapped = in_flight;
+            let retry = st.failed.is_some();
+            // A retry writes again what void flights may still be writing.
+            let mut must_wait = retry && in_flight;
+            let mut jobs: Vec<_> = st
+                .unsealed_mut()
+                .filter(|s| s.unwritten())
+                .map(|s| {
+                    must_wait |= in_flight && s.shares_block();
+                    let (buf, pos, end) = s.prepare_flush(pad);
+                    // Zeroing ahead raises `allocated` with `zeroed`.
+                    let grow = (end > s.allocated).then(|| {
+                        let ahead = ahead_of(end, PREALLOCATE_MIN_BYTES, PREALLOCATE_BYTES);
+                        align_up(end) + ahead.min(segment_bytes)
+                    });
+                    (s.base, s.file.clone(), buf, pos, end, grow)
+                })
+                .collect();
+            jobs.reverse(); // oldest segment first
+            let id = flights.next_id;
+            flights.next_id += 1;
+            flights.queue.push_back(Flight {
+                id,
+                target: st.next_offset,
+                ends: jobs.iter().map(|j| (j.0, j.4)).collect(),
+                landed: false,
+                void: false,
+                clears_failure: retry,
+            });
+            (id, jobs, must_wait)
+        };
+        let t0 = std::time::Instant::now();
+        if must_wait {
+            self.wait_for_earlier(id).await;
+        }
+        let t1 = std::time::Instant::now();
+        let mut zeros_wait = std::time::Duration::ZERO;
+        self.last_flush_bytes
+            .set(jobs.iter().map(|j| j.2.len() as u64).sum());
+        for (base, file, buf, pos, end, grow) in jobs {
+            if let Some(to) = grow {
+                // Allocate ahead so most writes neither allocate blocks nor
+                // change the file's size (which each sync would then have
+                // to write). Recovery stops at the zeros past the end.
+                match file.pre_allocate(to, false).await {
+                    Ok(()) => {
+                        if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
+                            seg.allocated = seg.allocated.max(to);
+                        }
+                    }
+                    // Not fatal (the write may still fit); quiet while the
+                    // log is failed, when every retry would say it again.
+                    Err(e) if self.state.borrow().failed.is_some() => {
+                        log::debug!("preallocating segment {base}: {e}")
+                    }
+                    Err(e) => log::warn!("preallocating segment {base}: {e}"),
+                }
+            }
+            let z = std::time::Instant::now();
+            self.wait_for_zeros(base, end).await;
+            zeros_wait += z.elapsed();
+            // After a failure (a short write too) nothing of this flush
+            // counts as written: the next flush writes it all again.
+            if let Err(why) = write_whole(&file, buf, pos).await {
+                return Err(self.flight_failed(
+                    id,
+                    format!("writing segment {base} in {}: {why}", self.dir.display()),
+                ));
+            }
+        }
+        let times = FlushTimes {
+            wait: (t1 - t0) + zeros_wait,
+            write: t1.elapsed().saturating_sub(zeros_wait),
+        };
+        self.flight_landed(id);
+        self.seal_inactive().await?;
+        Ok((self.high_watermark(), Some(times)))
+    }
+
+    /// Waits until every flight prepared before `id` has landed (or failed).
+    pub(super) async fn wait_for_earlier(&self, id: u64) {
+        let rx = {
+            let mut flights = self.flights.borrow_mut();
+            if flights.queue.front().is_none_or(|f| f.id >= id) {
+                return;
+            }
+            let (tx, rx) = oneshot::channel();
+            flights.waiting.push((id, tx));
+            rx
+        };
+        let _ = rx.await;
+    }
+
+    /// Waits until no flush is in flight.
+    pub(super) async fn wait_idle(&self) {
+        let id = self.flights.borrow().next_id;
+        self.wait_for_earlier(id).await;
+    }
+
+    /// A flight's writes landed: it, and the landed flights after it,
+    /// are applied once nothing before them is in flight.
+    pub(super) fn flight_landed(&self, id: u64) {
+        let mut flights = self.flights.borrow_mut();
+        if let Some(f) = flights.queue.iter_mut().find(|f| f.id == id) {
+            f.landed = true;
+        }
+        flights.settle(&mut self.state.borrow_mut());
+    }
+
+    /// A flight's write failed: the log is failed (appends are refused
+    /// until a flush works), the flights prepared after it apply nothing,
+    /// and every byte not durable is written again by the next flush.
+    pub(super) fn flight_failed(&self, id: u64, why: String) -> StorageError {
+        let err = self.fail(why);
+        let mut flights = self.flights.borrow_mut();
+        flights.queue.retain(|f| f.id != id);
+        for f in flights.queue.iter_mut().filter(|f| f.id > id) {
+            f.void = true;
+        }
+        let mut st = self.state.borrow_mut();
+        flights.settle(&mut st);
+        for seg in st.unsealed_mut() {
+            seg.flush_failed();
+        }
+        err
+    }
+
+    /// Marks the log failed (appends refused until a flush works).
+    pub(super) fn fail(&self, why: String) -> StorageError {
+        // A full disk fails every retry the same way: said once at error
+        // level, until a flush works again.
+        let again = self.state.borrow().failed.as_ref() == Some(&why);
+        let level = if again {
+            log::Level::Debug
+        } else {
+            log::Level::Error
+        };
+        log::log!(level, "{why}");
+        self.state.borrow_mut().failed = Some(why.clone());
+        StorageError::Io(why)
+    }
+}

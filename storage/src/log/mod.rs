@@ -1,0 +1,482 @@
+//! A partition's log: its segments, offset assignment, group-committed
+//! durability, reads, time lookups and retention.
+//!
+//! A `PartitionLog` lives on the shard that owns its partition and is only
+//! touched there (it is `!Send`). Offsets are dense: each record takes one.
+//! Everything below `durable_offset` (the high watermark) is on stable
+//! storage (written with O_DSYNC, see `segment`); readers never see past it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use glommio::sync::Semaphore;
+
+use crate::chunks::Chunks;
+use crate::producer_state::ProducerStates;
+use crate::segment::{log_path, snapshot_path, Segment};
+use crate::StorageError;
+
+/// Settings of one partition's log (a topic's configs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Roll a new segment past this many bytes.
+    pub segment_bytes: u64,
+    /// Roll a new segment this old (ms).
+    pub segment_ms: i64,
+    /// Delete sealed segments whose newest record is older than this; -1 keeps all.
+    pub retention_ms: i64,
+    /// Delete the oldest sealed segments while the log is larger; -1 keeps all.
+    pub retention_bytes: i64,
+    /// Stamp every batch with its append time (Kafka's
+    /// `message.timestamp.type=LogAppendTime`).
+    pub log_append_time: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            retention_ms: 7 * 24 * 3600 * 1000,
+            retention_bytes: -1,
+            log_append_time: false,
+        }
+    }
+}
+
+mod ahead;
+mod append;
+mod flush;
+mod read;
+#[cfg(test)]
+mod tests;
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The batches' timestamp as stored (the append time for LogAppendTime).
+    pub log_append_time: i64,
+}
+
+/// The answer to a read.
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    /// Whole batches, the first containing the requested offset: pieces of
+    /// what was read, split where padding was left out.
+    pub batches: Chunks,
+    pub high_watermark: i64,
+    pub log_start: i64,
+}
+
+struct LogState {
+    segments: BTreeMap<i64, Segment>,
+    log_start: i64,
+    /// The next offset to assign (log end offset).
+    next_offset: i64,
+    /// Everything below is durable and readable (the high watermark).
+    durable_offset: i64,
+    /// Set by a failed write or sync; appends are refused until a flush works.
+    failed: Option<String>,
+}
+
+impl LogState {
+    /// The segments not yet sealed, newest first. Segments become durable in
+    /// offset order and are sealed oldest first, so these are the log's
+    /// last few: the only ones a flush writes, syncs or seals. A flush need
+    /// not walk a long log's sealed segments.
+    fn unsealed(&self) -> impl Iterator<Item = &Segment> {
+        self.segments.values().rev().take_while(|s| !s.sealed)
+    }
+
+    fn unsealed_mut(&mut self) -> impl Iterator<Item = &mut Segment> {
+        self.segments.values_mut().rev().take_while(|s| !s.sealed)
+    }
+
+    /// Applies a flight that landed after every one before it.
+    fn apply(&mut self, f: &Flight) {
+        if f.void {
+            return;
+        }
+        for &(base, end) in &f.ends {
+            if let Some(seg) = self.segments.get_mut(&base) {
+                seg.complete_flush(end);
+            }
+        }
+        self.durable_offset = self.durable_offset.max(f.target);
+        if f.clears_failure {
+            self.failed = None;
+        }
+    }
+}
+
+/// How long one flush waited for an earlier write (a flush that wrote a
+/// block it writes again, all of them before a retry, or zeros being
+/// written ahead where it writes), and how long its own durable writes
+/// (and any preallocation) took.
+#[derive(Debug, Clone, Copy)]
+pub struct FlushTimes {
+    pub wait: std::time::Duration,
+    pub write: std::time::Duration,
+}
+
+/// A flush whose write may be in flight. Flushes land in any order but
+/// count in the order they were prepared: what one made durable is applied
+/// (the segments' durable sizes, the high watermark) once it and every
+/// flush before it have landed.
+struct Flight {
+    id: u64,
+    /// The log end when it was prepared: the high watermark once applied.
+    target: i64,
+    /// Each segment it writes, and the end it writes to.
+    ends: Vec<(i64, u64)>,
+    landed: bool,
+    /// Prepared before a flush that failed: landing applies nothing (the
+    /// retry writes its bytes again).
+    void: bool,
+    /// A retry after a failure: applying it clears the failure.
+    clears_failure: bool,
+}
+
+#[derive(Default)]
+struct Flights {
+    next_id: u64,
+    queue: VecDeque<Flight>,
+    /// Flushes waiting until no flight prepared before theirs is in the
+    /// queue: (their id, the signal).
+    waiting: Vec<(u64, oneshot::Sender<()>)>,
+    /// Whether the last flush was prepared while another was in flight
+    /// (the next one pads too: under load, flushes follow each other).
+    overlapped: bool,
+}
+
+impl Flights {
+    /// Applies the landed flights at the front of the queue (nothing
+    /// before them is in flight any more), then wakes the flushes that no
+    /// earlier flight holds back.
+    fn settle(&mut self, st: &mut LogState) {
+        while self.queue.front().is_some_and(|f| f.landed) {
+            let f = self.queue.pop_front().expect("a flight");
+            st.apply(&f);
+        }
+        self.wake();
+    }
+
+    /// Wakes the flushes that no earlier flight holds back any more.
+    fn wake(&mut self) {
+        let front = self.queue.front().map_or(u64::MAX, |f| f.id);
+        let mut i = 0;
+        while i < self.waiting.len() {
+            if self.waiting[i].0 <= front {
+                let (_, tx) = self.waiting.swap_remove(i);
+                let _ = tx.send(());
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+/// Writes all of `buf` at `pos`: glommio returns how much a direct write
+/// wrote and does not retry, so a short write (a full disk, say) is an
+/// error here rather than bytes silently missing.
+async fn write_whole(
+    file: &glommio::io::DmaFile,
+    buf: glommio::io::DmaBuffer,
+    pos: u64,
+) -> Result<(), String> {
+    let len = buf.len();
+    match file.write_at(buf, pos).await {
+        Ok(n) if n == len => Ok(()),
+        Ok(n) => Err(format!("short write ({n} of {len} bytes)")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// One partition's log. Lives on the shard that owns the partition.
+pub struct PartitionLog {
+    dir: PathBuf,
+    config: Cell<LogConfig>,
+    state: RefCell<LogState>,
+    /// Serialises appends that may roll a segment (an await inside).
+    append_lock: Semaphore,
+    /// Flushes whose writes may be in flight, in the order prepared.
+    flights: RefCell<Flights>,
+    /// Held while a piece of zeros is written ahead, and by a seal's
+    /// truncate.
+    zero_lock: Semaphore,
+    /// The segment and start of the piece of zeros being written.
+    zeroing: Cell<Option<(i64, u64)>>,
+    /// Bytes the last flush wrote (zeroing ahead pays off for small ones).
+    last_flush_bytes: Cell<u64>,
+    /// Idempotent producers' recent sequences.
+    producers: RefCell<ProducerStates>,
+    /// One read ahead for the latest sequential reader from disk.
+    readahead: RefCell<Option<ReadAhead>>,
+}
+
+/// Bytes being read ahead: the batches from `offset`, at `pos` in segment
+/// `seg_base`.
+struct ReadAhead {
+    offset: i64,
+    seg_base: i64,
+    pos: u64,
+    task: glommio::task::JoinHandle<Result<Bytes, StorageError>>,
+}
+
+impl PartitionLog {
+    /// Opens (or creates) the log in `dir`, recovering its tail.
+    pub async fn open(
+        dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<PartitionLog, StorageError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StorageError::Io(format!("creating {}: {e}", dir.display())))?;
+        let mut bases = Vec::new();
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| StorageError::Io(format!("listing {}: {e}", dir.display())))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if let Some(stem) = name.strip_suffix(".log") {
+                if let Ok(base) = stem.parse::<i64>() {
+                    bases.push(base);
+                }
+            }
+        }
+        bases.sort_unstable();
+        let mut segments = BTreeMap::new();
+        // Producer state: the snapshot taken when the last segment was rolled
+        // to, then that segment's batches (recovery scans it anyway).
+        let mut producers = bases
+            .last()
+            .and_then(|&b| std::fs::read(snapshot_path(dir, b)).ok())
+            .and_then(|bytes| ProducerStates::decode(&bytes))
+            .unwrap_or_default();
+        let mut i = 0;
+        while i < bases.len() {
+            let base = bases[i];
+            let next = bases.get(i + 1).copied();
+            let states = if next.is_none() {
+                Some(&mut producers)
+            } else {
+                None
+            };
+            let seg = Segment::open(dir, base, next.is_none(), next, now_ms, states).await?;
+            if let Some(next) = next {
+                if seg.next_offset != next {
+                    // A torn segment before the last one: nothing after it was
+                    // ever acknowledged (a flush syncs segments in order before
+                    // the high watermark moves), so later segments go.
+                    log::warn!(
+                        "{}: segment {base} ends at {} but {next} follows; dropping later segments",
+                        dir.display(),
+                        seg.next_offset
+                    );
+                    for &later in &bases[i + 1..] {
+                        let _ = std::fs::remove_file(log_path(dir, later));
+                    }
+                    segments.insert(base, seg);
+                    break;
+                }
+            }
+            segments.insert(base, seg);
+            i += 1;
+        }
+        if segments.is_empty() {
+            segments.insert(0, Segment::create(dir, 0, now_ms).await?);
+        }
+        // A segment before the last that had to be scanned (its index files
+        // missing or wrong) gets them written again.
+        let last = *segments.keys().next_back().expect("a segment");
+        for seg in segments
+            .values_mut()
+            .filter(|s| s.base != last && !s.sealed)
+        {
+            log::info!(
+                "{}: rebuilt the indexes of segment {}",
+                dir.display(),
+                seg.base
+            );
+            seg.seal().await?;
+        }
+        // DeleteRecords may have moved the start inside the first segment.
+        let first = *segments.keys().next().expect("a segment");
+        let next = segments
+            .values()
+            .next_back()
+            .expect("a segment")
+            .next_offset;
+        let log_start = read_log_start(dir).map_or(first, |saved| saved.clamp(first, next));
+        let next_offset = segments
+            .values()
+            .next_back()
+            .expect("a segment")
+            .next_offset;
+        Ok(PartitionLog {
+            dir: dir.to_path_buf(),
+            config: Cell::new(config),
+            state: RefCell::new(LogState {
+                segments,
+                log_start,
+                next_offset,
+                durable_offset: next_offset,
+                failed: None,
+            }),
+            append_lock: Semaphore::new(1),
+            flights: RefCell::new(Flights::default()),
+            zero_lock: Semaphore::new(1),
+            zeroing: Cell::new(None),
+            last_flush_bytes: Cell::new(0),
+            producers: RefCell::new(producers),
+            readahead: RefCell::new(None),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn set_config(&self, config: LogConfig) {
+        self.config.set(config);
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.config.get()
+    }
+
+    pub fn log_start(&self) -> i64 {
+        self.state.borrow().log_start
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.state.borrow().durable_offset
+    }
+
+    pub fn log_end(&self) -> i64 {
+        self.state.borrow().next_offset
+    }
+
+    /// Total bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.state.borrow().segments.values().map(|s| s.size).sum()
+    }
+
+    /// Deletes whole sealed segments past `retention.ms` or beyond
+    /// `retention.bytes`, moving the log start. Returns how many went.
+    pub fn enforce_retention(&self, now_ms: i64) -> usize {
+        let cfg = self.config.get();
+        let mut st = self.state.borrow_mut();
+        let mut removed = 0;
+        let mut total: u64 = st.segments.values().map(|s| s.size).sum();
+        loop {
+            if st.segments.len() < 2 {
+                break;
+            }
+            let oldest = st.segments.values().next().expect("a segment");
+            if !oldest.sealed {
+                break;
+            }
+            let expired = cfg.retention_ms >= 0
+                && oldest.max_timestamp >= 0
+                && now_ms - oldest.max_timestamp > cfg.retention_ms;
+            // As Kafka: drop the oldest while the rest still holds retention.bytes.
+            let too_big =
+                cfg.retention_bytes >= 0 && total - oldest.size >= cfg.retention_bytes as u64;
+            if !(expired || too_big) {
+                break;
+            }
+            let base = oldest.base;
+            let seg = st.segments.remove(&base).expect("segment");
+            total -= seg.size;
+            seg.remove_files();
+            removed += 1;
+            st.log_start = st
+                .log_start
+                .max(*st.segments.keys().next().expect("a segment"));
+        }
+        removed
+    }
+
+    /// DeleteRecords: moves the log start to `offset` (the high watermark
+    /// for -1), durably, and drops the segments wholly before it. Returns
+    /// the new log start.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64, StorageError> {
+        let (hw, start) = {
+            let st = self.state.borrow();
+            (st.durable_offset, st.log_start)
+        };
+        let offset = if offset == -1 { hw } else { offset };
+        if offset < 0 || offset > hw {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: start,
+                high_watermark: hw,
+            });
+        }
+        if offset <= start {
+            return Ok(start);
+        }
+        write_log_start(&self.dir, offset)?;
+        let mut st = self.state.borrow_mut();
+        st.log_start = offset;
+        // Whole segments before the new start go now; the rest stays
+        // readable from the start on.
+        while st.segments.len() > 1 {
+            let oldest = st.segments.values().next().expect("a segment");
+            if !oldest.sealed || oldest.next_offset > offset {
+                break;
+            }
+            let base = oldest.base;
+            st.segments.remove(&base).expect("segment").remove_files();
+        }
+        Ok(offset)
+    }
+
+    /// Forgets idempotent producers idle longer than `max_idle_ms`.
+    pub fn expire_producers(&self, now_ms: i64, max_idle_ms: i64) -> usize {
+        self.producers.borrow_mut().expire(now_ms, max_idle_ms)
+    }
+
+    /// How many idempotent producers this partition remembers.
+    pub fn producer_count(&self) -> usize {
+        self.producers.borrow().len()
+    }
+
+    /// Flushes and seals for a clean stop.
+    pub async fn close(&self) -> Result<(), StorageError> {
+        self.flush().await?;
+        Ok(())
+    }
+
+    /// Deletes the whole log directory (topic deletion).
+    pub fn destroy(&self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            log::warn!("removing {}: {e}", self.dir.display());
+        }
+    }
+}
+
+/// Where a log start moved by DeleteRecords is kept.
+fn log_start_path(dir: &Path) -> PathBuf {
+    dir.join("log-start")
+}
+
+fn read_log_start(dir: &Path) -> Option<i64> {
+    std::fs::read_to_string(log_start_path(dir))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Writes the log start durably (`durable::replace`).
+fn write_log_start(dir: &Path, offset: i64) -> Result<(), StorageError> {
+    crate::durable::replace(&log_start_path(dir), offset.to_string().as_bytes())
+        .map_err(|e| StorageError::Io(format!("saving the log start in {}: {e}", dir.display())))
+}

@@ -1,0 +1,260 @@
+//! Reading: whole batches from an offset (direct reads in pieces, one
+//! read ahead for the latest sequential reader), time lookups.
+
+use crate::batch::{BatchHeader, BatchIter};
+use crate::chunks::Chunks;
+use crate::records::first_offset_at_or_after;
+use crate::StorageError;
+use bytes::Bytes;
+use std::rc::Rc;
+
+use super::*;
+
+/// Direct reads are split into pieces of this size issued together: the
+/// device serves several queued 1 MiB reads faster than one large one
+/// (measured with dd: 1.2 GB/s against 0.7 GB/s for 10 MiB reads).
+pub(super) const READ_PIECE: usize = 1 << 20;
+
+pub(super) async fn read_exact(
+    file: &glommio::io::DmaFile,
+    pos: u64,
+    len: usize,
+) -> Result<Bytes, StorageError> {
+    let err = |e: glommio::GlommioError<()>| StorageError::Io(format!("reading at {pos}: {e}"));
+    let reads = futures::future::join_all((0..len).step_by(READ_PIECE).map(|at| {
+        let n = READ_PIECE.min(len - at);
+        file.read_at(pos + at as u64, n)
+    }))
+    .await;
+    // Up to the first short piece (the end of the file).
+    let mut pieces = Vec::with_capacity(reads.len());
+    for r in reads {
+        let r = r.map_err(err)?;
+        let short = r.len() < READ_PIECE;
+        pieces.push(r);
+        if short {
+            break;
+        }
+    }
+    Ok(crate::dma_copy::gather(pieces.iter().map(|r| &r[..])))
+}
+
+impl PartitionLog {
+    /// Reads whole batches from `offset`, up to about `max_bytes` (at least
+    /// one batch, as Kafka does, so a large batch never blocks a consumer).
+    /// Only durable data is read.
+    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, StorageError> {
+        let mut offset = offset;
+        loop {
+            let (file, mut pos, limit, seg_end, hw, start, seg_base) = {
+                let st = self.state.borrow();
+                let (hw, start) = (st.durable_offset, st.log_start);
+                if offset < start || offset > hw {
+                    return Err(StorageError::OffsetOutOfRange {
+                        offset,
+                        log_start: start,
+                        high_watermark: hw,
+                    });
+                }
+                if offset == hw {
+                    return Ok(ReadResult {
+                        batches: Chunks::default(),
+                        high_watermark: hw,
+                        log_start: start,
+                    });
+                }
+                let seg = st
+                    .segments
+                    .range(..=offset)
+                    .next_back()
+                    .map(|(_, s)| s)
+                    .expect("segment for offset");
+                let pos = seg.index.lookup((offset - seg.base) as u32) as u64;
+                (
+                    seg.file.clone(),
+                    pos,
+                    seg.durable_size,
+                    seg.next_offset,
+                    hw,
+                    start,
+                    seg.base,
+                )
+            };
+            if offset >= seg_end {
+                // The offset is at the end of a segment: the next one has it.
+                offset = seg_end;
+                continue;
+            }
+            let want = ((limit - pos) as usize)
+                .min(max_bytes.max(1) + 2 * crate::index::INDEX_INTERVAL_BYTES as usize);
+            // A sequential reader finds its next bytes already read ahead.
+            let ahead = self
+                .readahead
+                .borrow_mut()
+                .take()
+                .filter(|r| r.offset == offset && r.seg_base == seg_base);
+            let data = match ahead {
+                Some(r) => match r.task.await {
+                    Some(Ok(d)) if !d.is_empty() => {
+                        pos = r.pos;
+                        d
+                    }
+                    _ => read_exact(&file, pos, want).await?,
+                },
+                None => read_exact(&file, pos, want).await?,
+            };
+            // The batches from the one holding `offset`, as runs of
+            // adjacent ones (padding between runs is left out).
+            let mut runs: Vec<(usize, usize)> = Vec::new();
+            let mut taken = 0usize;
+            let mut last = None;
+            let mut end = 0usize;
+            for (at, h) in BatchIter::in_file(&data, pos) {
+                if h.last_offset() < offset {
+                    continue;
+                }
+                if taken > 0 && taken + h.total_len() > max_bytes {
+                    break;
+                }
+                taken += h.total_len();
+                end = at + h.total_len();
+                last = Some(h.last_offset());
+                match runs.last_mut() {
+                    Some(run) if run.1 == at => run.1 = end,
+                    _ => runs.push((at, end)),
+                }
+            }
+            let mut end_pos = pos + end as u64;
+            let mut batches = Chunks::default();
+            for (from, to) in runs {
+                batches.push(data.slice(from..to));
+            }
+            if batches.is_empty() {
+                // The batch holding `offset` did not fit in what was read.
+                let mut at = pos;
+                let mut whole = None;
+                while at < limit {
+                    let rest = &data[((at - pos) as usize).min(data.len())..];
+                    at = crate::batch::batch_start(rest, at);
+                    let Some(h) = data.get((at - pos) as usize..).and_then(BatchHeader::parse)
+                    else {
+                        break;
+                    };
+                    if h.last_offset() >= offset {
+                        let len = (h.total_len() as u64).min(limit - at);
+                        whole = Some(read_exact(&file, at, len as usize).await?);
+                        end_pos = at + len;
+                        last = Some(h.last_offset());
+                        break;
+                    }
+                    at += h.total_len() as u64;
+                }
+                batches = whole
+                    .ok_or_else(|| {
+                        StorageError::Corrupt(format!(
+                            "{}: no batch holds offset {offset} below the high watermark",
+                            self.dir.display()
+                        ))
+                    })?
+                    .into();
+            }
+            if let Some(last) = last {
+                self.read_ahead(last + 1, &file, seg_base, end_pos, limit, want);
+            }
+            return Ok(ReadResult {
+                batches,
+                high_watermark: hw,
+                log_start: start,
+            });
+        }
+    }
+
+    /// Starts reading the bytes after `batches` (durable, in the same
+    /// segment), so the next sequential read overlaps this one's sending.
+    pub(super) fn read_ahead(
+        &self,
+        next_offset: i64,
+        file: &Rc<glommio::io::DmaFile>,
+        seg_base: i64,
+        end: u64,
+        limit: u64,
+        want: usize,
+    ) {
+        if end >= limit {
+            return;
+        }
+        let len = want.min((limit - end) as usize);
+        let file = file.clone();
+        let task = glommio::spawn_local(async move { read_exact(&file, end, len).await }).detach();
+        *self.readahead.borrow_mut() = Some(ReadAhead {
+            offset: next_offset,
+            seg_base,
+            pos: end,
+            task,
+        });
+    }
+
+    /// The first offset whose record timestamp is at or after `ts`, with
+    /// that timestamp; `None` when every record is older.
+    pub async fn offset_for_time(&self, ts: i64) -> Result<Option<(i64, i64)>, StorageError> {
+        let (candidates, hw) = {
+            let st = self.state.borrow();
+            let c: Vec<(i64, u32)> = st
+                .segments
+                .values()
+                .filter(|s| s.max_timestamp >= ts)
+                .map(|s| (s.base, s.time_index.scan_from(ts)))
+                .collect();
+            (c, st.durable_offset)
+        };
+        for (base, rel) in candidates {
+            let mut offset = (base + rel as i64).max(self.log_start());
+            loop {
+                if offset >= hw {
+                    return Ok(None);
+                }
+                let r = self.read(offset, 1 << 20).await?;
+                if r.batches.is_empty() {
+                    break;
+                }
+                let batches = r.batches.to_bytes();
+                let mut last = offset;
+                for (at, h) in BatchIter::new(&batches) {
+                    last = h.last_offset();
+                    if h.max_timestamp >= ts && h.last_offset() >= offset {
+                        let batch = &batches[at..at + h.total_len()];
+                        let exact =
+                            first_offset_at_or_after(batch, &h, ts).filter(|(o, _)| *o >= offset);
+                        return Ok(Some(
+                            exact.unwrap_or((h.base_offset.max(offset), h.max_timestamp)),
+                        ));
+                    }
+                }
+                if last + 1 >= self.segment_end(base) {
+                    break;
+                }
+                offset = last + 1;
+            }
+        }
+        Ok(None)
+    }
+
+    pub(super) fn segment_end(&self, base: i64) -> i64 {
+        self.state
+            .borrow()
+            .segments
+            .get(&base)
+            .map_or(i64::MAX, |s| s.next_offset)
+    }
+
+    /// The offset and timestamp of the batch with the largest timestamp
+    /// (its last offset), or `None` for an empty log.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        let st = self.state.borrow();
+        st.segments
+            .values()
+            .filter(|s| s.max_timestamp_offset >= 0 && s.max_timestamp_offset < st.durable_offset)
+            .max_by_key(|s| (s.max_timestamp, -s.base))
+            .map(|s| (s.max_timestamp_offset, s.max_timestamp))
+    }
+}
