@@ -357,6 +357,77 @@ mod tests {
             .expect("every walk returns on a small stack");
     }
 
+    /// Random expressions built from every piece the parser chains or
+    /// nests, at and past the limit, through parse and every walk on half
+    /// a shard's stack: each is refused or walked, none overflows.
+    #[test]
+    fn random_shapes_parse_and_walk_within_the_stack() {
+        use crate::sql::eval::{check_columns, has_aggregate, Columns, Eval, Scope};
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        use sqlparser::ast::{SelectItem, SetExpr};
+        const PIECES: [&str; 14] = [
+            "@ + 1",
+            "@ * c",
+            "@ AND true",
+            "(@)",
+            "abs(@)",
+            "NOT @",
+            "- @",
+            "@ IS NULL",
+            "@::int",
+            "@ BETWEEN 1 AND c",
+            "@ IN (1, @)",
+            "CASE WHEN @ THEN 1 ELSE @ END",
+            "coalesce(@, c)",
+            "c->'k' = @",
+        ];
+        let shapes = proptest::collection::vec(0..PIECES.len(), 1..(3 * MAX_NESTING));
+        let mut runner = TestRunner::new(Config {
+            cases: 200,
+            ..Config::default()
+        });
+        runner
+            .run(&shapes, |picks| {
+                let mut e = "c".to_string();
+                for p in picks {
+                    // Pieces with two holes fill the second with a leaf, so
+                    // the text stays linear in the picks.
+                    e = PIECES[p].replacen('@', &e, 1).replace('@', "1");
+                }
+                let sql = format!("SELECT {e} FROM t WHERE {e}");
+                std::thread::Builder::new()
+                    .stack_size(1 << 20)
+                    .spawn(move || {
+                        let Ok(statements) = parse(&sql) else { return };
+                        let Statement::Query(q) = &statements[0] else {
+                            return;
+                        };
+                        let SetExpr::Select(sel) = q.body.as_ref() else {
+                            return;
+                        };
+                        let cols = Columns(vec!["c".into()]);
+                        let row = [serde_json::json!(1)];
+                        let mut exprs: Vec<&sqlparser::ast::Expr> = sel.selection.iter().collect();
+                        if let SelectItem::UnnamedExpr(x) = &sel.projection[0] {
+                            exprs.push(x);
+                        }
+                        for x in exprs {
+                            let _ = check_columns(x, &cols);
+                            let _ = has_aggregate(x);
+                            let _ = Eval { cols: &cols }.eval(x, &Scope::Row(&row));
+                            let _ = x.to_string();
+                            drop(x.clone());
+                        }
+                    })
+                    .expect("a thread")
+                    .join()
+                    .map_err(|_| TestCaseError::fail("a walk panicked"))?;
+                Ok(())
+            })
+            .unwrap();
+    }
+
     #[test]
     fn too_deep_and_too_many_are_refused_before_parsing() {
         let chain = format!("SELECT {}", vec!["1"; 100_000].join(" + "));
