@@ -36,7 +36,7 @@ mod routed;
 mod start;
 
 pub use admin::{ConfigChange, NewTopic};
-pub use routed::FetchPartition;
+pub use routed::{FetchPartition, OffsetQuery};
 pub use start::{start, Node, ServeFn, Serving};
 
 /// Work sent to another shard: runs there with that shard's state.

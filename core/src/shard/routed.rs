@@ -16,6 +16,41 @@ use crate::partition::{Partition, PartitionRead, ProduceResult};
 
 use super::Shard;
 
+/// What ListOffsets asks of a partition (its `timestamp` field: a time,
+/// or one of Kafka's negative specials).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetQuery {
+    /// -1: the high watermark.
+    Latest,
+    /// -2: the log start.
+    Earliest,
+    /// -3: the record with the largest timestamp (KIP-734).
+    MaxTimestamp,
+    /// -4: the first offset on local storage (KIP-405; all of it is local).
+    EarliestLocal,
+    /// A time in ms: the first offset whose timestamp is at or after it.
+    AtTime(i64),
+}
+
+impl OffsetQuery {
+    /// The query a ListOffsets `timestamp` field asks.
+    pub fn from_wire(timestamp: i64) -> Result<OffsetQuery, KafkaError> {
+        Ok(match timestamp {
+            -1 => OffsetQuery::Latest,
+            -2 => OffsetQuery::Earliest,
+            -3 => OffsetQuery::MaxTimestamp,
+            -4 => OffsetQuery::EarliestLocal,
+            t if t >= 0 => OffsetQuery::AtTime(t),
+            t => {
+                return Err(KafkaError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("timestamp {t} is not a valid ListOffsets query"),
+                ))
+            }
+        })
+    }
+}
+
 /// One partition of a fetch request.
 #[derive(Debug, Clone)]
 pub struct FetchPartition {
@@ -251,22 +286,19 @@ impl Shard {
     // ---- list offsets --------------------------------------------------
 
     /// Answers ListOffsets for partitions wherever they live: (offset,
-    /// timestamp) for a timestamp or the specials -1 (latest), -2
-    /// (earliest), -3 (max timestamp).
+    /// timestamp) for each partition's query.
     pub async fn list_offsets(
         self: &Rc<Self>,
-        items: Vec<(usize, String, i32, i64)>,
+        items: Vec<(usize, String, i32, OffsetQuery)>,
     ) -> Vec<(usize, Result<(i64, i64), KafkaError>)> {
-        self.on_partitions(items, |_, p, ts: i64| async move {
-            match ts {
-                -1 => Ok((p.log.high_watermark(), -1)),
-                -2 => Ok((p.log.log_start(), -1)),
-                -3 => Ok(p.log.max_timestamp().unwrap_or((-1, -1))),
-                t if t >= 0 => Ok(p.log.offset_for_time(t).await?.unwrap_or((-1, -1))),
-                t => Err(KafkaError::new(
-                    ErrorCode::InvalidRequest,
-                    format!("timestamp {t} is not a valid ListOffsets query"),
-                )),
+        self.on_partitions(items, |_, p, q: OffsetQuery| async move {
+            match q {
+                OffsetQuery::Latest => Ok((p.log.high_watermark(), -1)),
+                // Every segment is local: the earliest local offset is the
+                // log start.
+                OffsetQuery::Earliest | OffsetQuery::EarliestLocal => Ok((p.log.log_start(), -1)),
+                OffsetQuery::MaxTimestamp => Ok(p.log.max_timestamp().unwrap_or((-1, -1))),
+                OffsetQuery::AtTime(t) => Ok(p.log.offset_for_time(t).await?.unwrap_or((-1, -1))),
             }
         })
         .await
@@ -305,6 +337,22 @@ fn read_limits(partition_max: impl ExactSizeIterator<Item = i32>, budget: usize)
 #[cfg(test)]
 mod tests {
     use super::read_limits;
+
+    #[test]
+    fn list_offsets_queries_from_the_wire() {
+        use super::OffsetQuery as Q;
+        assert_eq!(Q::from_wire(-1).unwrap(), Q::Latest);
+        assert_eq!(Q::from_wire(-2).unwrap(), Q::Earliest);
+        assert_eq!(Q::from_wire(-3).unwrap(), Q::MaxTimestamp);
+        assert_eq!(Q::from_wire(-4).unwrap(), Q::EarliestLocal);
+        assert_eq!(Q::from_wire(0).unwrap(), Q::AtTime(0));
+        assert_eq!(
+            Q::from_wire(1_700_000_000_000).unwrap(),
+            Q::AtTime(1_700_000_000_000)
+        );
+        let e = Q::from_wire(-7).unwrap_err();
+        assert_eq!(e.code, crate::error::ErrorCode::InvalidRequest);
+    }
 
     #[test]
     fn a_fetch_reads_at_most_twice_its_budget() {

@@ -1,5 +1,6 @@
-//! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or
-//! the first offset at or after a timestamp.
+//! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3),
+//! earliest local (-4), or the first offset at or after a timestamp
+//! (`weir_core::shard::OffsetQuery`).
 
 use std::rc::Rc;
 
@@ -7,6 +8,7 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use weir_core::shard::OffsetQuery;
 use weir_core::Shard;
 
 pub const MIN: i16 = 1;
@@ -19,16 +21,22 @@ pub async fn handle(
 ) -> ListOffsetsResponse {
     let mut items = Vec::new();
     let mut shape = Vec::new();
+    let mut results = Vec::new();
     for t in req.topics {
         let name = t.name.0.to_string();
         let mut idx = Vec::new();
         for p in t.partitions {
-            idx.push((p.partition_index, items.len()));
-            items.push((items.len(), name.clone(), p.partition_index, p.timestamp));
+            idx.push((p.partition_index, results.len()));
+            match OffsetQuery::from_wire(p.timestamp) {
+                Ok(q) => {
+                    items.push((results.len(), name.clone(), p.partition_index, q));
+                    results.push(None);
+                }
+                Err(e) => results.push(Some(Err(e))),
+            }
         }
         shape.push((t.name, idx));
     }
-    let mut results = vec![None; items.len()];
     for (i, r) in shard.list_offsets(items).await {
         results[i] = Some(r);
     }
