@@ -88,8 +88,11 @@ def diagnose(node):
                 out.append(f"  fd {fd} {target}:\n    " + info.replace("\n", "\n    "))
     except OSError as e:
         out.append(f"  /proc: {e}")
-    ss = subprocess.run(["ss", "-tanp", f"sport = :{node.kafka_port}"], capture_output=True, text=True)
-    out.append(ss.stdout)
+    try:
+        ss = subprocess.run(["ss", "-tanp", f"sport = :{node.kafka_port}"], capture_output=True, text=True)
+        out.append(ss.stdout)
+    except OSError as e:
+        out.append(f"ss: {e}")
     out.append("node log:\n" + "".join(node.log[-20:]))
     return "\n".join(out)
 
