@@ -107,6 +107,15 @@ impl LogState {
                 seg.complete_flush(end);
             }
         }
+        // Pair assertions (checked again where reads take the high
+        // watermark): it only moves up, and never past the log end.
+        assert!(
+            f.target <= self.next_offset,
+            "flight {} made offset {} durable, past the log end {}",
+            f.id,
+            f.target,
+            self.next_offset
+        );
         self.durable_offset = self.durable_offset.max(f.target);
         if f.clears_failure {
             self.failed = None;
@@ -161,6 +170,12 @@ impl Flights {
     fn settle(&mut self, st: &mut LogState) {
         while self.queue.front().is_some_and(|f| f.landed) {
             let f = self.queue.pop_front().expect("a flight");
+            // Flights apply in the order they were prepared.
+            assert!(
+                self.queue.front().is_none_or(|next| next.id > f.id),
+                "flight {} applied before an earlier one",
+                f.id
+            );
             st.apply(&f);
         }
         self.wake();

@@ -49,6 +49,11 @@ impl PartitionLog {
             let (file, mut pos, limit, seg_end, hw, start, seg_base) = {
                 let st = self.state.borrow();
                 let (hw, start) = (st.durable_offset, st.log_start);
+                assert!(
+                    hw <= st.next_offset,
+                    "high watermark {hw} past the log end {}",
+                    st.next_offset
+                );
                 if offset < start || offset > hw {
                     return Err(StorageError::OffsetOutOfRange {
                         offset,
