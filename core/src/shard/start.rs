@@ -260,10 +260,16 @@ fn wait_for_port(what: &str, addr: std::net::SocketAddr) -> Result<(), String> {
         || std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok();
     let began = Instant::now();
     let mut said = false;
+    // Since when a live process (as far as we can tell) answers there.
+    let mut held_since: Option<Instant> = None;
     loop {
         match crate::listeners::on_port(addr.port()) {
             crate::listeners::Listeners::None => return Ok(()),
-            crate::listeners::Listeners::Orphaned(n) => {
+            // Past a bound, sockets no visible process holds are judged
+            // like any other (a holder in another PID namespace sharing
+            // this network namespace is invisible here).
+            crate::listeners::Listeners::Orphaned(n) if began.elapsed() < ORPHANED_WAIT => {
+                held_since = None;
                 if !said {
                     log::warn!(
                         "waiting for {n} listening socket(s) on port {} left by a process that has exited (the kernel is still tearing down its io_uring instance)",
@@ -273,13 +279,13 @@ fn wait_for_port(what: &str, addr: std::net::SocketAddr) -> Result<(), String> {
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
-            crate::listeners::Listeners::Held => {
-                // A live process, or one whose sockets this user cannot
-                // see: taken if it keeps answering.
+            crate::listeners::Listeners::Held | crate::listeners::Listeners::Orphaned(_) => {
+                // Taken if it keeps answering.
                 if !answers() {
                     return Ok(());
                 }
-                if began.elapsed() > Duration::from_secs(3) {
+                let since = *held_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(3) {
                     return Err(format!(
                         "cannot listen for {what} on {addr}: another process is listening there"
                     ));
@@ -289,6 +295,9 @@ fn wait_for_port(what: &str, addr: std::net::SocketAddr) -> Result<(), String> {
         }
     }
 }
+
+/// How long start-up waits for listening sockets a killed process left.
+const ORPHANED_WAIT: Duration = Duration::from_secs(60);
 
 /// How often start-up says which shards it still waits for.
 const STARTUP_PROGRESS_EVERY: Duration = Duration::from_secs(5);
