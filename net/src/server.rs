@@ -134,7 +134,8 @@ const MAX_SQL_BODY: usize = 1 << 20;
 /// closing does not reset the connection before the client, still sending,
 /// reads the answer; a larger body gets the reset.
 const MAX_SQL_DISCARD: usize = 64 << 20;
-/// How long a refused body may take to arrive while it is dropped.
+/// How long a refused body may take to arrive while it is dropped (each
+/// read, and all of them).
 const DISCARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn json_error(why: &str) -> Vec<u8> {
@@ -245,8 +246,11 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
     stream.write_all(resp.as_bytes()).await?;
     stream.write_all(&body).await?;
     if unread > 0 {
+        // Bounded in bytes and in time: a client that trickles its body
+        // holds the connection at most about twice DISCARD_TIMEOUT.
         stream.set_read_timeout(Some(DISCARD_TIMEOUT))?;
-        while unread > 0 {
+        let began = std::time::Instant::now();
+        while unread > 0 && began.elapsed() < DISCARD_TIMEOUT {
             let n = stream.read(&mut buf).await?;
             if n == 0 {
                 break;
