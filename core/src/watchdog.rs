@@ -13,8 +13,8 @@
 //! executor asleep until its main ring completes something. An interrupted
 //! `io_uring_enter` returns EINTR, which glommio treats as a wake-up.
 //!
-//! Each shard runs a heartbeat task (a `BEAT` timer, from before it opens
-//! anything); a shard whose beats stop for `OVERDUE` while its thread
+//! Each shard beats every `BEAT`: a heartbeat task from before it opens
+//! anything, then its own tick loop once it serves; a shard whose beats stop for `OVERDUE` while its thread
 //! sleeps in `io_cqring_wait` cannot be busy (it would be running) nor
 //! waiting on the disk (it would be in D state elsewhere): its timer fired
 //! and the wake-up did not reach it.

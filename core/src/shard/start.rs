@@ -79,8 +79,9 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                 let fail = |e: String| {
                     let _ = ready.send(Err(e));
                 };
-                // Beating from the first moment: the watchdog wakes a
-                // shard that sleeps through its own timer, start-up too.
+                // Beating from the first moment (start-up included; the tick
+                // loop takes over once serving): the watchdog wakes a shard
+                // that sleeps through its own timer.
                 hearts.register(id);
                 let heartbeat = {
                     let (hearts, stopping) = (hearts.clone(), stopping.clone());
@@ -163,12 +164,16 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                         }
                     })
                 };
+                // From here the shard's tick beats its heart: one timer, not
+                // two unaligned ones waking an idle shard.
+                heartbeat.cancel().await;
                 let mut ticks = 0u64;
-                let tick = Duration::from_millis(100);
+                let tick = crate::watchdog::BEAT;
                 let retention_every =
                     (config.retention_check_interval.as_millis() / tick.as_millis()).max(1) as u64;
                 while !stopping.load(Ordering::Relaxed) {
                     glommio::timer::sleep(tick).await;
+                    hearts.beat(id);
                     ticks += 1;
                     shard.groups.tick();
                     if ticks.is_multiple_of(retention_every) {
@@ -183,7 +188,6 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                 for t in tasks {
                     t.cancel().await;
                 }
-                heartbeat.cancel().await;
                 log::info!("shard {id} stopped");
             })
             .map_err(|e| {
