@@ -1,8 +1,10 @@
-//! A topic-partition as its owning shard holds it: the log, its part of the
-//! tail cache, the produce requests waiting for their durable write and the fetches
-//! waiting for new data. Lives on the shard that owns it; never crosses cores.
+//! A topic-partition as its owning shard holds it: the log (which flushes
+//! itself and publishes the durable high watermark, `weir_storage::log`)
+//! and its part of the tail cache. A produce appends, caches and waits for
+//! the watermark; a fetch reads, or waits for it to move. Lives on the
+//! shard that owns it; never crosses cores.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -19,10 +21,6 @@ use crate::table::schema::TableSchema;
 /// The result of a successful produce to one partition.
 pub type ProduceResult = Result<Appended, KafkaError>;
 
-/// A produce request waiting for the durable write that covers its last
-/// offset.
-type AckWaiter = (i64, oneshot::Sender<Result<(), KafkaError>>);
-
 /// What a read of one partition returns.
 #[derive(Debug, Clone, Default)]
 pub struct PartitionRead {
@@ -36,28 +34,15 @@ pub struct PartitionRead {
 pub struct Partition {
     pub topic: String,
     pub index: i32,
-    pub log: PartitionLog,
+    pub log: Rc<PartitionLog>,
     pub cache: Rc<PartitionCache>,
-    /// Produce requests waiting for the high watermark to pass their last offset.
-    acks: RefCell<Vec<AckWaiter>>,
-    /// Fetches waiting for the high watermark to move.
-    waiters: RefCell<Vec<oneshot::Sender<()>>>,
-    /// The high watermark fetches were last woken for (a flush that lands
-    /// before an earlier one moves nothing, and wakes no one).
-    announced: Cell<i64>,
-    /// Flushers running (their writes may be in flight together).
-    flushing: Cell<usize>,
-    /// The most flushes in flight (`NodeConfig::flushes_in_flight`).
-    max_flushes: usize,
-    /// Whether the task writing zeros ahead runs.
-    zeroing: Cell<bool>,
     /// A keyed table's current rows, built from the log by SQL scans.
     pub keyed: RefCell<crate::table::scan::KeyedRows>,
-    /// The owning shard's histograms (flush times go there).
-    latency: Rc<Latencies>,
 }
 
 impl Partition {
+    /// `max_flushes` may be in flight at once
+    /// (`NodeConfig::flushes_in_flight`); their times go to `latency`.
     pub fn new(
         topic: String,
         index: i32,
@@ -65,19 +50,13 @@ impl Partition {
         max_flushes: usize,
         latency: Rc<Latencies>,
     ) -> Partition {
+        log.set_flushing(max_flushes, move |t| latency.flush(t.wait, t.write));
         Partition {
-            announced: Cell::new(log.high_watermark()),
             topic,
             index,
-            log,
+            log: Rc::new(log),
             cache: Rc::new(PartitionCache::default()),
-            acks: RefCell::new(Vec::new()),
-            waiters: RefCell::new(Vec::new()),
-            flushing: Cell::new(0),
-            max_flushes: max_flushes.max(1),
-            zeroing: Cell::new(false),
             keyed: RefCell::new(Default::default()),
-            latency,
         }
     }
 
@@ -179,112 +158,12 @@ impl Partition {
                 );
             }
         }
-        let ack = if acks != 0 {
-            let (tx, rx) = oneshot::channel();
-            self.acks.borrow_mut().push((appended.last_offset, tx));
-            Some(rx)
+        if acks == 0 {
+            self.log.flush_soon();
         } else {
-            None
-        };
-        self.schedule_flush();
-        if let Some(rx) = ack {
-            match rx.await {
-                Ok(r) => r?,
-                Err(_) => {
-                    return Err(KafkaError::new(
-                        ErrorCode::KafkaStorageError,
-                        "the node stopped before the batch was synced",
-                    ))
-                }
-            }
+            self.log.durable_past(appended.last_offset).await?;
         }
         Ok(appended)
-    }
-
-    /// Starts a flusher unless `max_flushes` run: it flushes until nothing
-    /// is left unwritten, so one durable write covers every batch appended
-    /// meanwhile. A second flusher starts when batches arrive while the
-    /// first one writes: it writes them at once instead of waiting for the
-    /// first write to land.
-    fn schedule_flush(self: &Rc<Self>) {
-        let running = self.flushing.get();
-        if running >= self.max_flushes {
-            return;
-        }
-        self.flushing.set(running + 1);
-        let p = self.clone();
-        glommio::spawn_local(async move {
-            loop {
-                let result = p.log.flush_timed().await.map(|(hw, times)| {
-                    if let Some(t) = times {
-                        p.latency.flush(t.wait, t.write);
-                    }
-                    hw
-                });
-                let failed = result.is_err();
-                p.complete(result.map_err(KafkaError::from));
-                // After a failure the staged data waits for the next append,
-                // which retries the flush before appending more.
-                if failed {
-                    break;
-                }
-                p.schedule_zeroing();
-                // Batches that arrived meanwhile found this flusher counted
-                // and started none: it must take them. No await between this
-                // check and the count going down.
-                if !p.log.has_unwritten() {
-                    break;
-                }
-            }
-            p.flushing.set(p.flushing.get() - 1);
-        })
-        .detach();
-    }
-
-    /// Keeps zeros written ahead of the log's end (so later syncs are a
-    /// single device flush) in a task of its own: flushes never wait for
-    /// it unless their write reaches the piece being zeroed.
-    fn schedule_zeroing(self: &Rc<Self>) {
-        // No task per flush when nothing is wanted (the common case).
-        if self.zeroing.get() || !self.log.wants_zeros() {
-            return;
-        }
-        self.zeroing.set(true);
-        let p = self.clone();
-        glommio::spawn_local(async move {
-            while let Ok(true) = p.log.zero_ahead().await {}
-            p.zeroing.set(false);
-        })
-        .detach();
-    }
-
-    /// Answers the produce requests the flush covered and wakes fetches.
-    fn complete(&self, result: Result<i64, KafkaError>) {
-        match result {
-            Ok(hw) => {
-                let done: Vec<_> = {
-                    let mut acks = self.acks.borrow_mut();
-                    let (done, wait): (Vec<_>, Vec<_>) =
-                        acks.drain(..).partition(|(last, _)| *last < hw);
-                    *acks = wait;
-                    done
-                };
-                for (_, tx) in done {
-                    let _ = tx.send(Ok(()));
-                }
-                if hw > self.announced.get() {
-                    self.announced.set(hw);
-                    for w in self.waiters.borrow_mut().drain(..) {
-                        let _ = w.send(());
-                    }
-                }
-            }
-            Err(e) => {
-                for (_, tx) in self.acks.borrow_mut().drain(..) {
-                    let _ = tx.send(Err(e.clone()));
-                }
-            }
-        }
     }
 
     /// Reads from `offset`: from the tail cache when it reaches back that
@@ -326,69 +205,13 @@ impl Partition {
 
     /// A receiver that completes when the high watermark next moves.
     pub fn watch(&self) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
-        let mut waiters = self.waiters.borrow_mut();
-        // Drop waiters whose fetch already finished, so an idle partition's
-        // list stays as long as its live fetches.
-        waiters.retain(|w| !w.is_canceled());
-        waiters.push(tx);
-        rx
+        self.log.watch()
     }
 
     /// Flushes what is staged and answers waiting producers (shutdown).
     pub async fn close(&self) {
-        let r = self.log.close().await.map(|_| self.log.high_watermark());
-        self.complete(r.map_err(KafkaError::from));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-    use weir_storage::records::build_batch;
-    use weir_storage::LogConfig;
-
-    /// Produces one record at a time, each after the previous one's ack:
-    /// between them the partition goes idle and its flushers zero ahead, so
-    /// a record often arrives while every flusher is zeroing. Each must
-    /// still be flushed and acknowledged (a lost flusher once left such a
-    /// record waiting for the next produce).
-    #[test]
-    fn every_ack_comes_when_produces_arrive_during_zeroing() {
-        let dir = std::env::temp_dir().join(format!("weir-partition-{}", std::process::id()));
-        let d = dir.clone();
-        glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move {
-                std::fs::create_dir_all(&d).unwrap();
-                weir_storage::segment::prepare_direct_io(&d).await.unwrap();
-                let log = PartitionLog::open(&d, LogConfig::default(), 0)
-                    .await
-                    .unwrap();
-                let p = Rc::new(Partition::new("t".into(), 0, log, 2, Default::default()));
-                let cache = RefCell::new(TailCache::new(1 << 20));
-                for i in 0..300i64 {
-                    let batch = build_batch(&[(None, Some(b"v"))], i);
-                    let produce = p.produce(batch, 1, 1 << 20, None, &cache);
-                    let acked = futures::future::select(
-                        Box::pin(produce),
-                        Box::pin(glommio::timer::sleep(Duration::from_secs(10))),
-                    )
-                    .await;
-                    match acked {
-                        futures::future::Either::Left((r, _)) => {
-                            assert_eq!(r.unwrap().base_offset, i)
-                        }
-                        futures::future::Either::Right(_) => {
-                            panic!("record {i} was not acknowledged within 10 s")
-                        }
-                    }
-                }
-                assert_eq!(p.log.high_watermark(), 300);
-            })
-            .unwrap()
-            .join()
-            .unwrap();
-        let _ = std::fs::remove_dir_all(dir);
+        // A failure was logged where it happened and answered to every
+        // producer waiting; a stopping node has no one else to tell.
+        let _ = self.log.close().await;
     }
 }

@@ -1,8 +1,13 @@
-//! Small files replaced durably: the catalog, producer id blocks, a
-//! partition's log start.
+//! Small files written durably: replaced whole (the catalog, producer id
+//! blocks, a partition's log start) or written once (a sealed segment's
+//! indexes, producer-state snapshots), and directories synced.
 
 use std::io::Write;
 use std::path::Path;
+
+use glommio::io::OpenOptions;
+
+use crate::StorageError;
 
 /// Replaces `path` with `body` so that a crash at any moment leaves either
 /// the old file or the new one, whole: a temporary file beside it is
@@ -19,6 +24,41 @@ pub fn replace(path: &Path, body: &[u8]) -> std::io::Result<()> {
     f.sync_all()?;
     std::fs::rename(&tmp, path)?;
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// Writes a small file through io_uring (buffered) and syncs it.
+pub async fn write_small_file(path: &Path, data: Vec<u8>) -> Result<(), StorageError> {
+    let ctx = || format!("writing {}", path.display());
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .buffered_open(path)
+        .await
+        .map_err(|e| StorageError::io(ctx(), e))?;
+    let len = data.len();
+    let n = f
+        .write_at(data, 0)
+        .await
+        .map_err(|e| StorageError::io(ctx(), e))?;
+    if n != len {
+        return Err(StorageError::Io(format!(
+            "{}: short write ({n} of {len} bytes)",
+            ctx()
+        )));
+    }
+    f.fdatasync()
+        .await
+        .map_err(|e| StorageError::io(ctx(), e))?;
+    f.close().await.map_err(|e| StorageError::io(ctx(), e))?;
+    Ok(())
+}
+
+/// Makes a directory's entries durable (after creating or removing a file).
+pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StorageError::Io(format!("syncing directory {}: {e}", dir.display())))
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ impl PartitionLog {
     /// own write reaches the piece). Its own durable write makes the new
     /// extents durable, so no produce's write has to (zeros lost in a crash
     /// read back as zeros: recovery stops there).
-    pub async fn zero_ahead(&self) -> Result<bool, StorageError> {
+    pub(super) async fn zero_ahead(&self) -> Result<bool, StorageError> {
         if !self.wants_zeros() {
             return Ok(false);
         }
@@ -72,15 +72,14 @@ impl PartitionLog {
             return Ok(false);
         }
         if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
-            seg.zeroed = seg.zeroed.max(to);
-            seg.allocated = seg.allocated.max(to);
+            seg.zeroed_to(to);
         }
         Ok(true)
     }
 
     /// Whether a piece of zeros is wanted ahead of the log's end (checked
     /// after each flush before a task is started for it).
-    pub fn wants_zeros(&self) -> bool {
+    pub(super) fn wants_zeros(&self) -> bool {
         self.next_zero_piece().is_some()
     }
 
@@ -94,13 +93,14 @@ impl PartitionLog {
         let limit = align_up(self.config.get().segment_bytes);
         let st = self.state.borrow();
         let seg = st.segments.values().next_back()?;
-        let from = seg.zeroed.max(align_up(seg.size));
+        let from = seg.zeroed().max(align_up(seg.size()));
         let to = (from + ZERO_CHUNK_BYTES).min(limit);
         let wanted = st.failed.is_none()
-            && !seg.sealed
-            && from < align_up(seg.size) + ahead_of(seg.size, ZERO_CHUNK_BYTES, ZERO_AHEAD_BYTES)
+            && !seg.sealed()
+            && from
+                < align_up(seg.size()) + ahead_of(seg.size(), ZERO_CHUNK_BYTES, ZERO_AHEAD_BYTES)
             && to > from;
-        wanted.then(|| (seg.file.clone(), seg.base, from, to))
+        wanted.then(|| (seg.file().clone(), seg.base(), from, to))
     }
 
     /// Waits for a piece of zeros being written in segment `base` if a
@@ -112,7 +112,7 @@ impl PartitionLog {
     }
 
     /// Whether appended batches wait to be written (not only synced).
-    pub fn has_unwritten(&self) -> bool {
+    pub(super) fn has_unwritten(&self) -> bool {
         self.state.borrow().unsealed().any(|s| s.unwritten())
     }
 }

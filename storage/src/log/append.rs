@@ -3,8 +3,9 @@
 
 use crate::batch::{assign_offset, BatchHeader};
 use crate::chunks::Chunks;
+use crate::durable::{sync_dir, write_small_file};
 use crate::producer_state::SequenceCheck;
-use crate::segment::{snapshot_path, sync_dir, write_small_file, Segment};
+use crate::segment::{snapshot_path, Segment};
 use crate::StorageError;
 use bytes::Bytes;
 
@@ -129,12 +130,12 @@ impl PartitionLog {
         let base = {
             let st = self.state.borrow();
             let active = st.segments.values().next_back().expect("a segment");
-            let too_big = active.size + incoming > cfg.segment_bytes;
-            let too_old = now_ms - active.created_ms > cfg.segment_ms;
+            let too_big = active.size() + incoming > cfg.segment_bytes;
+            let too_old = now_ms - active.created_ms() > cfg.segment_ms;
             // Relative offsets and positions are u32 in the index.
-            let too_many = st.next_offset - active.base > i32::MAX as i64
-                || active.size + incoming > u32::MAX as u64;
-            if active.size == 0 || !(too_big || too_old || too_many) {
+            let too_many = st.next_offset - active.base() > i32::MAX as i64
+                || active.size() + incoming > u32::MAX as u64;
+            if active.size() == 0 || !(too_big || too_old || too_many) {
                 return Ok(());
             }
             st.next_offset
@@ -165,9 +166,9 @@ impl PartitionLog {
                 let active = *st.segments.keys().next_back().expect("a segment");
                 // The oldest unsealed segment that is durable and not active.
                 st.unsealed()
-                    .filter(|s| s.base != active && !s.dirty())
+                    .filter(|s| s.base() != active && !s.dirty())
                     .last()
-                    .map(|s| s.base)
+                    .map(|s| s.base())
             };
             let Some(base) = candidate else { return Ok(()) };
             // The segment stays in place (readers use it) while its files

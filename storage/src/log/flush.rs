@@ -9,6 +9,18 @@ use futures::channel::oneshot;
 use super::ahead::{ahead_of, PREALLOCATE_BYTES, PREALLOCATE_MIN_BYTES};
 use super::*;
 
+/// One segment's part of a flush: the staged bytes from the block at `pos`
+/// (up to `end`, the segment's size then) in one direct write, and the
+/// space to allocate first when the write would reach past it.
+struct FlushJob {
+    base: i64,
+    file: std::rc::Rc<glommio::io::DmaFile>,
+    buf: glommio::io::DmaBuffer,
+    pos: u64,
+    end: u64,
+    allocate_to: Option<u64>,
+}
+
 impl PartitionLog {
     /// Makes everything appended before the call durable; returns the high
     /// watermark. Each segment with bytes not yet handed to a flush gets one
@@ -24,7 +36,8 @@ impl PartitionLog {
     /// flush that lands last returns it for both.
     ///
     /// `flush` returns when everything appended before the call is durable
-    /// (or a flush failed); a partition's flushers use `flush_timed`.
+    /// (or a flush failed); the log's own flushers (`flusher`) use
+    /// `flush_timed`.
     pub async fn flush(&self) -> Result<i64, StorageError> {
         self.flush_timed().await?;
         self.wait_idle().await;
@@ -36,7 +49,7 @@ impl PartitionLog {
 
     /// One flush, and how long it waited and wrote (`None` when there was
     /// nothing to flush); returns when its own writes landed.
-    pub async fn flush_timed(&self) -> Result<(i64, Option<FlushTimes>), StorageError> {
+    pub(super) async fn flush_timed(&self) -> Result<(i64, Option<FlushTimes>), StorageError> {
         // Allocate ahead no more than a segment holds.
         let segment_bytes = align_up(self.config.get().segment_bytes);
         let (id, jobs, must_wait) = {
@@ -58,11 +71,18 @@ impl PartitionLog {
                     must_wait |= in_flight && s.shares_block();
                     let (buf, pos, end) = s.prepare_flush(pad);
                     // Zeroing ahead raises `allocated` with `zeroed`.
-                    let grow = (end > s.allocated).then(|| {
+                    let allocate_to = (end > s.allocated()).then(|| {
                         let ahead = ahead_of(end, PREALLOCATE_MIN_BYTES, PREALLOCATE_BYTES);
                         align_up(end) + ahead.min(segment_bytes)
                     });
-                    (s.base, s.file.clone(), buf, pos, end, grow)
+                    FlushJob {
+                        base: s.base(),
+                        file: s.file().clone(),
+                        buf,
+                        pos,
+                        end,
+                        allocate_to,
+                    }
                 })
                 .collect();
             jobs.reverse(); // oldest segment first
@@ -71,7 +91,7 @@ impl PartitionLog {
             flights.queue.push_back(Flight {
                 id,
                 target: st.next_offset,
-                ends: jobs.iter().map(|j| (j.0, j.4)).collect(),
+                ends: jobs.iter().map(|j| (j.base, j.end)).collect(),
                 landed: false,
                 void: false,
                 clears_failure: retry,
@@ -85,16 +105,24 @@ impl PartitionLog {
         let t1 = std::time::Instant::now();
         let mut zeros_wait = std::time::Duration::ZERO;
         self.last_flush_bytes
-            .set(jobs.iter().map(|j| j.2.len() as u64).sum());
-        for (base, file, buf, pos, end, grow) in jobs {
-            if let Some(to) = grow {
+            .set(jobs.iter().map(|j| j.buf.len() as u64).sum());
+        for FlushJob {
+            base,
+            file,
+            buf,
+            pos,
+            end,
+            allocate_to,
+        } in jobs
+        {
+            if let Some(to) = allocate_to {
                 // Allocate ahead so most writes neither allocate blocks nor
                 // change the file's size (which each sync would then have
                 // to write). Recovery stops at the zeros past the end.
                 match file.pre_allocate(to, false).await {
                     Ok(()) => {
                         if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
-                            seg.allocated = seg.allocated.max(to);
+                            seg.allocated_to(to);
                         }
                     }
                     // Not fatal (the write may still fit); quiet while the

@@ -50,6 +50,7 @@ impl Default for LogConfig {
 mod ahead;
 mod append;
 mod flush;
+mod flusher;
 mod read;
 #[cfg(test)]
 mod tests;
@@ -90,11 +91,11 @@ impl LogState {
     /// last few: the only ones a flush writes, syncs or seals. A flush need
     /// not walk a long log's sealed segments.
     fn unsealed(&self) -> impl Iterator<Item = &Segment> {
-        self.segments.values().rev().take_while(|s| !s.sealed)
+        self.segments.values().rev().take_while(|s| !s.sealed())
     }
 
     fn unsealed_mut(&mut self) -> impl Iterator<Item = &mut Segment> {
-        self.segments.values_mut().rev().take_while(|s| !s.sealed)
+        self.segments.values_mut().rev().take_while(|s| !s.sealed())
     }
 
     /// Applies a flight that landed after every one before it.
@@ -232,6 +233,8 @@ pub struct PartitionLog {
     producers: RefCell<ProducerStates>,
     /// One read ahead for the latest sequential reader from disk.
     readahead: RefCell<Option<ReadAhead>>,
+    /// The flusher tasks and the high watermark's waiters.
+    flushers: flusher::Flushers,
 }
 
 /// Bytes being read ahead: the batches from `offset`, at `pos` in segment
@@ -284,14 +287,14 @@ impl PartitionLog {
             };
             let seg = Segment::open(dir, base, next.is_none(), next, now_ms, states).await?;
             if let Some(next) = next {
-                if seg.next_offset != next {
+                if seg.next_offset() != next {
                     // A torn segment before the last one: nothing after it was
                     // ever acknowledged (a flush syncs segments in order before
                     // the high watermark moves), so later segments go.
                     log::warn!(
                         "{}: segment {base} ends at {} but {next} follows; dropping later segments",
                         dir.display(),
-                        seg.next_offset
+                        seg.next_offset()
                     );
                     for &later in &bases[i + 1..] {
                         let _ = std::fs::remove_file(log_path(dir, later));
@@ -311,12 +314,12 @@ impl PartitionLog {
         let last = *segments.keys().next_back().expect("a segment");
         for seg in segments
             .values_mut()
-            .filter(|s| s.base != last && !s.sealed)
+            .filter(|s| s.base() != last && !s.sealed())
         {
             log::info!(
                 "{}: rebuilt the indexes of segment {}",
                 dir.display(),
-                seg.base
+                seg.base()
             );
             seg.seal().await?;
         }
@@ -326,13 +329,13 @@ impl PartitionLog {
             .values()
             .next_back()
             .expect("a segment")
-            .next_offset;
+            .next_offset();
         let log_start = read_log_start(dir).map_or(first, |saved| saved.clamp(first, next));
         let next_offset = segments
             .values()
             .next_back()
             .expect("a segment")
-            .next_offset;
+            .next_offset();
         Ok(PartitionLog {
             dir: dir.to_path_buf(),
             config: Cell::new(config),
@@ -350,6 +353,7 @@ impl PartitionLog {
             last_flush_bytes: Cell::new(0),
             producers: RefCell::new(producers),
             readahead: RefCell::new(None),
+            flushers: flusher::Flushers::new(next_offset),
         })
     }
 
@@ -379,7 +383,12 @@ impl PartitionLog {
 
     /// Total bytes of all segments.
     pub fn size_bytes(&self) -> u64 {
-        self.state.borrow().segments.values().map(|s| s.size).sum()
+        self.state
+            .borrow()
+            .segments
+            .values()
+            .map(|s| s.size())
+            .sum()
     }
 
     /// Deletes whole sealed segments past `retention.ms` or beyond
@@ -388,27 +397,27 @@ impl PartitionLog {
         let cfg = self.config.get();
         let mut st = self.state.borrow_mut();
         let mut removed = 0;
-        let mut total: u64 = st.segments.values().map(|s| s.size).sum();
+        let mut total: u64 = st.segments.values().map(|s| s.size()).sum();
         loop {
             if st.segments.len() < 2 {
                 break;
             }
             let oldest = st.segments.values().next().expect("a segment");
-            if !oldest.sealed {
+            if !oldest.sealed() {
                 break;
             }
             let expired = cfg.retention_ms >= 0
-                && oldest.max_timestamp >= 0
-                && now_ms - oldest.max_timestamp > cfg.retention_ms;
+                && oldest.max_timestamp() >= 0
+                && now_ms - oldest.max_timestamp() > cfg.retention_ms;
             // As Kafka: drop the oldest while the rest still holds retention.bytes.
             let too_big =
-                cfg.retention_bytes >= 0 && total - oldest.size >= cfg.retention_bytes as u64;
+                cfg.retention_bytes >= 0 && total - oldest.size() >= cfg.retention_bytes as u64;
             if !(expired || too_big) {
                 break;
             }
-            let base = oldest.base;
+            let base = oldest.base();
             let seg = st.segments.remove(&base).expect("segment");
-            total -= seg.size;
+            total -= seg.size();
             seg.remove_files();
             removed += 1;
             st.log_start = st
@@ -444,10 +453,10 @@ impl PartitionLog {
         // readable from the start on.
         while st.segments.len() > 1 {
             let oldest = st.segments.values().next().expect("a segment");
-            if !oldest.sealed || oldest.next_offset > offset {
+            if !oldest.sealed() || oldest.next_offset() > offset {
                 break;
             }
-            let base = oldest.base;
+            let base = oldest.base();
             st.segments.remove(&base).expect("segment").remove_files();
         }
         Ok(offset)
@@ -463,10 +472,11 @@ impl PartitionLog {
         self.producers.borrow().len()
     }
 
-    /// Flushes and seals for a clean stop.
+    /// Flushes for a clean stop and answers the appenders still waiting.
     pub async fn close(&self) -> Result<(), StorageError> {
-        self.flush().await?;
-        Ok(())
+        let r = self.flush().await;
+        self.publish(r.clone());
+        r.map(|_| ())
     }
 
     /// Deletes the whole log directory (topic deletion).

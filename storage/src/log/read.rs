@@ -74,15 +74,15 @@ impl PartitionLog {
                     .next_back()
                     .map(|(_, s)| s)
                     .expect("segment for offset");
-                let pos = seg.index.lookup((offset - seg.base) as u32) as u64;
+                let pos = seg.index().lookup((offset - seg.base()) as u32) as u64;
                 (
-                    seg.file.clone(),
+                    seg.file().clone(),
                     pos,
-                    seg.durable_size,
-                    seg.next_offset,
+                    seg.durable_size(),
+                    seg.next_offset(),
                     hw,
                     start,
-                    seg.base,
+                    seg.base(),
                 )
             };
             if offset >= seg_end {
@@ -207,8 +207,8 @@ impl PartitionLog {
             let c: Vec<(i64, u32)> = st
                 .segments
                 .values()
-                .filter(|s| s.max_timestamp >= ts)
-                .map(|s| (s.base, s.time_index.scan_from(ts)))
+                .filter(|s| s.max_timestamp() >= ts)
+                .map(|s| (s.base(), s.time_index().scan_from(ts)))
                 .collect();
             (c, st.durable_offset)
         };
@@ -249,7 +249,7 @@ impl PartitionLog {
             .borrow()
             .segments
             .get(&base)
-            .map_or(i64::MAX, |s| s.next_offset)
+            .map_or(i64::MAX, |s| s.next_offset())
     }
 
     /// The offset and timestamp of the batch with the largest timestamp
@@ -258,8 +258,10 @@ impl PartitionLog {
         let st = self.state.borrow();
         st.segments
             .values()
-            .filter(|s| s.max_timestamp_offset >= 0 && s.max_timestamp_offset < st.durable_offset)
-            .max_by_key(|s| (s.max_timestamp, -s.base))
-            .map(|s| (s.max_timestamp_offset, s.max_timestamp))
+            .filter(|s| {
+                s.max_timestamp_offset() >= 0 && s.max_timestamp_offset() < st.durable_offset
+            })
+            .max_by_key(|s| (s.max_timestamp(), -s.base()))
+            .map(|s| (s.max_timestamp_offset(), s.max_timestamp()))
     }
 }

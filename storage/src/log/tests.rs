@@ -314,7 +314,7 @@ fn zeros_written_ahead_never_cover_data_and_are_trimmed() {
             let (size, zeroed) = {
                 let st = log.state.borrow();
                 let s = &st.segments[&active];
-                (s.size, s.zeroed)
+                (s.size(), s.zeroed())
             };
             assert!(zeroed >= align_up(size) && zeroed <= align_up(64 << 10));
             zeroed_once |= zeroed > align_up(size);
@@ -327,8 +327,8 @@ fn zeros_written_ahead_never_cover_data_and_are_trimmed() {
             .borrow()
             .segments
             .values()
-            .filter(|s| s.sealed)
-            .map(|s| (s.base, s.size))
+            .filter(|s| s.sealed())
+            .map(|s| (s.base(), s.size()))
             .collect();
         assert!(!sealed.is_empty());
         for (base, size) in sealed {
@@ -354,8 +354,8 @@ fn space_and_zeros_ahead_grow_with_the_segment() {
         let on_disk = || {
             let st = log.state.borrow();
             let s = st.segments.values().next_back().unwrap();
-            let len = std::fs::metadata(log_path(&d, s.base)).unwrap().len();
-            (s.size, s.zeroed, len)
+            let len = std::fs::metadata(log_path(&d, s.base())).unwrap().len();
+            (s.size(), s.zeroed(), len)
         };
         // A quiet partition: one small batch reserves a megabyte and
         // zeros one chunk ahead, not 32 MiB and 4 MiB.
@@ -491,5 +491,69 @@ fn retention_by_bytes_moves_start() {
                 .base_offset,
             start
         );
+    });
+}
+
+/// Appends one batch at a time, each after the previous one was durable:
+/// between them the log goes idle and its flushers zero ahead, so a batch
+/// often arrives while every flusher is zeroing. Each must still be
+/// flushed and its appender answered (a lost flusher once left such a
+/// batch waiting for the next append).
+#[test]
+fn every_appender_is_answered_when_appends_arrive_during_zeroing() {
+    in_log_dir("acks-zeroing", |d| async move {
+        let log = Rc::new(
+            PartitionLog::open(&d, LogConfig::default(), 0)
+                .await
+                .unwrap(),
+        );
+        log.set_flushing(2, |_| {});
+        for i in 0..300i64 {
+            let (a, _) = log.append(&batches(1, i), 0).await.unwrap();
+            assert_eq!(a.base_offset, i);
+            let durable = futures::future::select(
+                Box::pin(log.durable_past(a.last_offset)),
+                Box::pin(glommio::timer::sleep(std::time::Duration::from_secs(10))),
+            )
+            .await;
+            match durable {
+                futures::future::Either::Left((r, _)) => r.unwrap(),
+                futures::future::Either::Right(_) => {
+                    panic!("offset {i} was not durable within 10 s")
+                }
+            }
+            assert!(log.high_watermark() > a.last_offset);
+        }
+        assert_eq!(log.high_watermark(), 300);
+    });
+}
+
+/// The watermark the flushers publish: a watcher wakes when it moves, an
+/// appender is answered only once it passed the appender's last offset,
+/// and `close` answers what is still waiting.
+#[test]
+fn watchers_wake_when_the_watermark_moves() {
+    in_log_dir("watermark", |d| async move {
+        let log = Rc::new(
+            PartitionLog::open(&d, LogConfig::default(), 0)
+                .await
+                .unwrap(),
+        );
+        let moved = log.watch();
+        let (a, _) = log.append(&batches(4, 1), 0).await.unwrap();
+        // Nothing moves until a flush lands: not even after a yield.
+        glommio::executor().yield_task_queue_now().await;
+        assert_eq!(log.high_watermark(), 0);
+        log.durable_past(a.last_offset).await.unwrap();
+        moved.await.expect("woken when the watermark moved");
+        assert_eq!(log.high_watermark(), 4);
+        // An appender that does not wait (acks=0) is still flushed, and
+        // close answers one registered after it.
+        let (b, _) = log.append(&batches(2, 2), 0).await.unwrap();
+        log.flush_soon();
+        let waiting = log.durable_past(b.last_offset);
+        log.close().await.unwrap();
+        waiting.await.unwrap();
+        assert_eq!(log.high_watermark(), 6);
     });
 }

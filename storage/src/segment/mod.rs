@@ -14,7 +14,6 @@
 //! lookup skip padding (`BatchIter::in_file`); past the logical end the
 //! file holds zeros until sealing truncates it.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -24,9 +23,13 @@ use glommio::io::{DmaFile, OpenOptions};
 
 use crate::batch::{crc_ok, BatchHeader, BatchIter};
 use crate::chunks::Chunks;
+use crate::durable::{sync_dir, write_small_file};
 use crate::index::{OffsetIndex, TimeIndex, INDEX_INTERVAL_BYTES};
 use crate::producer_state::ProducerStates;
 use crate::StorageError;
+
+mod staging;
+use staging::{Staging, MAX_PADDING_SHARE, PADDING};
 
 /// Direct I/O alignment (the largest logical block size we expect).
 pub const ALIGN: u64 = crate::batch::BLOCK;
@@ -67,40 +70,99 @@ struct SealedIndexes {
 
 /// A segment's in-memory state. Lives on the shard that owns its partition.
 pub struct Segment {
-    pub base: i64,
-    pub file: Rc<DmaFile>,
+    base: i64,
+    file: Rc<DmaFile>,
     dir: PathBuf,
     /// Logical size: whole batches appended, durable or staged, and the
     /// padding between them. The next batch goes here.
-    pub size: u64,
+    size: u64,
     /// Bytes known to be on stable storage.
-    pub durable_size: u64,
+    durable_size: u64,
     /// Bytes handed to flushes (written, or being written): the next flush
     /// writes from the block holding this position. `durable_size <=
     /// prepared_size <= size`.
-    pub prepared_size: u64,
+    prepared_size: u64,
     /// The file's length on disk, past `size` when space was preallocated.
-    pub allocated: u64,
+    allocated: u64,
     /// The file holds written blocks (data, or zeros written ahead) up to
     /// here: writes below it change no metadata, so their sync is one
     /// device flush. (Preallocated space is not enough: ext4 marks it
     /// unwritten, and the first write into it changes the extent tree,
     /// which each sync must then write first.)
-    pub zeroed: u64,
+    zeroed: u64,
     /// Bytes from an aligned position up to `size`, not yet known durable.
     staged: Staging,
     /// The offset after the last batch in the segment.
-    pub next_offset: i64,
-    pub index: OffsetIndex,
-    pub time_index: TimeIndex,
+    next_offset: i64,
+    index: OffsetIndex,
+    time_index: TimeIndex,
     bytes_since_index: u64,
     /// Largest batch max-timestamp in the segment, and that batch's last offset.
-    pub max_timestamp: i64,
-    pub max_timestamp_offset: i64,
+    max_timestamp: i64,
+    max_timestamp_offset: i64,
     /// Wall-clock ms when the segment was created (for `segment.ms`).
-    pub created_ms: i64,
+    created_ms: i64,
     /// Index files written and padding truncated.
-    pub sealed: bool,
+    sealed: bool,
+}
+
+/// What the log reads of a segment; only the segment changes it.
+impl Segment {
+    pub fn base(&self) -> i64 {
+        self.base
+    }
+    pub fn file(&self) -> &Rc<DmaFile> {
+        &self.file
+    }
+    /// Logical size: whole batches and the padding between them.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    /// Bytes known to be on stable storage.
+    pub fn durable_size(&self) -> u64 {
+        self.durable_size
+    }
+    /// The file's length on disk (past `size` when preallocated).
+    pub fn allocated(&self) -> u64 {
+        self.allocated
+    }
+    /// Written blocks (data, or zeros written ahead) reach this far.
+    pub fn zeroed(&self) -> u64 {
+        self.zeroed
+    }
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+    pub fn index(&self) -> &OffsetIndex {
+        &self.index
+    }
+    pub fn time_index(&self) -> &TimeIndex {
+        &self.time_index
+    }
+    pub fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+    pub fn max_timestamp_offset(&self) -> i64 {
+        self.max_timestamp_offset
+    }
+    pub fn created_ms(&self) -> i64 {
+        self.created_ms
+    }
+    pub fn sealed(&self) -> bool {
+        self.sealed
+    }
+
+    /// Space was allocated up to `to` (it never shrinks but by sealing).
+    pub fn allocated_to(&mut self, to: u64) {
+        self.allocated = self.allocated.max(to);
+    }
+
+    /// Zeros were written durably up to `to`: the space is allocated and
+    /// written.
+    pub fn zeroed_to(&mut self, to: u64) {
+        self.zeroed = self.zeroed.max(to);
+        self.allocated_to(to);
+    }
 }
 
 impl Segment {
@@ -231,10 +293,7 @@ impl Segment {
                 self.prepared_size = size;
                 self.allocated = size;
                 self.zeroed = size;
-                self.staged = Staging {
-                    from: align_down(size),
-                    ..Staging::default()
-                };
+                self.staged = Staging::at(align_down(size));
                 self.next_offset = found.next_offset;
                 self.index = found.index;
                 self.time_index = found.time_index;
@@ -471,10 +530,7 @@ impl Segment {
 
     /// After `seal_job`: nothing is staged and the segment takes no appends.
     pub fn mark_sealed(&mut self) {
-        self.staged = Staging {
-            from: align_down(self.size),
-            ..Staging::default()
-        };
+        self.staged = Staging::at(align_down(self.size));
         self.sealed = true;
     }
 
@@ -493,102 +549,6 @@ impl Segment {
             }
         }
     }
-}
-
-/// Padding is at most 1/this of the bytes the flush it ends adds.
-const MAX_PADDING_SHARE: u64 = 4;
-
-/// Zeros for padding (at most a block and `PAD_MIN` bytes).
-static PADDING: [u8; 2 * ALIGN as usize] = [0; 2 * ALIGN as usize];
-
-/// Bytes not yet known durable, from an aligned file position: the stored
-/// batches themselves (shared with the tail cache), and after a flush the
-/// partial last block, which the next flush writes again whole.
-#[derive(Default)]
-struct Staging {
-    from: u64,
-    chunks: VecDeque<Bytes>,
-    len: usize,
-}
-
-impl Staging {
-    fn push(&mut self, b: Bytes) {
-        self.len += b.len();
-        self.chunks.push_back(b);
-    }
-
-    /// Copies the staged bytes from file position `from` to the end (large
-    /// pieces with streaming stores: the caller fences).
-    fn copy_into(&self, from: u64, out: &mut [u8]) {
-        assert!(from >= self.from);
-        let mut skip = (from - self.from) as usize;
-        assert_eq!(out.len() + skip, self.len);
-        let mut at = 0;
-        for c in &self.chunks {
-            if skip >= c.len() {
-                skip -= c.len();
-                continue;
-            }
-            let part = &c[skip..];
-            skip = 0;
-            crate::dma_copy::copy(&mut out[at..at + part.len()], part);
-            at += part.len();
-        }
-    }
-
-    /// Drops the bytes before `new_from` (now durable whole blocks).
-    fn advance_to(&mut self, new_from: u64) {
-        assert!(new_from >= self.from);
-        let mut drop = (new_from - self.from) as usize;
-        while drop > 0 {
-            let front = self.chunks.front_mut().expect("staged bytes to drop");
-            if front.len() <= drop {
-                drop -= front.len();
-                self.len -= front.len();
-                self.chunks.pop_front();
-            } else {
-                *front = front.slice(drop..);
-                self.len -= drop;
-                drop = 0;
-            }
-        }
-        self.from = new_from;
-    }
-}
-
-/// Writes a small file through io_uring (buffered) and syncs it.
-pub async fn write_small_file(path: &Path, data: Vec<u8>) -> Result<(), StorageError> {
-    let ctx = || format!("writing {}", path.display());
-    let f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .buffered_open(path)
-        .await
-        .map_err(|e| StorageError::io(ctx(), e))?;
-    let len = data.len();
-    let n = f
-        .write_at(data, 0)
-        .await
-        .map_err(|e| StorageError::io(ctx(), e))?;
-    if n != len {
-        return Err(StorageError::Io(format!(
-            "{}: short write ({n} of {len} bytes)",
-            ctx()
-        )));
-    }
-    f.fdatasync()
-        .await
-        .map_err(|e| StorageError::io(ctx(), e))?;
-    f.close().await.map_err(|e| StorageError::io(ctx(), e))?;
-    Ok(())
-}
-
-/// Makes a directory's entries durable (after creating or removing a file).
-pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StorageError::Io(format!("syncing directory {}: {e}", dir.display())))
 }
 
 /// Prepares this thread's io_uring for direct I/O under `dir`, and checks
