@@ -17,6 +17,7 @@
 //!   leftovers).
 //! - [`watchdog`]: wakes a shard that slept through its own wake-up.
 
+pub mod by_partition;
 pub mod cache;
 pub mod catalog;
 pub mod clock;
@@ -33,6 +34,7 @@ pub mod sql;
 pub mod table;
 pub mod watchdog;
 
+pub use by_partition::{ByPartition, PartitionWork, TopicPartition};
 pub use config::NodeConfig;
 pub use error::{ErrorCode, KafkaError};
 pub use shard::{Node, Shard};

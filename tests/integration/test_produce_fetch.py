@@ -64,7 +64,7 @@ def test_keyed_records_with_headers_have_dense_offsets(node):
     # Both shards owned and appended partitions.
     stats = node.stats()
     assert len(stats) == 2
-    assert all(s["partitions"] > 0 and s["produce_requests"] > 0 for s in stats), stats
+    assert all(s["partitions"] > 0 and s["partition_appends"] > 0 for s in stats), stats
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
@@ -194,10 +194,10 @@ def test_waiting_consumer_is_woken_by_a_new_record(node):
     c.assign([TopicPartition("wake", 0, 0)])
     # Wait until the node holds the consumer's fetch (its shard counted it).
     deadline = time.time() + 10
-    while sum(s["fetch_requests"] for s in node.stats()) == 0 and time.time() < deadline:
+    while sum(s["fetch_parts"] for s in node.stats()) == 0 and time.time() < deadline:
         assert c.poll(0.05) is None
     before = node.stats()
-    assert sum(s["fetch_requests"] for s in before) > 0
+    assert sum(s["fetch_parts"] for s in before) > 0
     received = {}
 
     def consume():
@@ -223,7 +223,7 @@ def test_waiting_consumer_is_woken_by_a_new_record(node):
     # Answered, the consumer parks its next fetch, and the node counts it
     # (the count is read as that happens, so wait for it while polling).
     deadline = time.time() + 10
-    while sum(s["fetch_requests"] for s in node.stats()) <= sum(s["fetch_requests"] for s in before):
+    while sum(s["fetch_parts"] for s in node.stats()) <= sum(s["fetch_parts"] for s in before):
         assert time.time() < deadline, "the consumer's next fetch was never counted"
         assert c.poll(0.05) is None
     c.close()

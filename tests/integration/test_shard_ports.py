@@ -82,7 +82,7 @@ def test_each_shard_is_a_broker_and_clients_need_no_hop(make_node):
     # Produce, fetch, list offsets and the group's join, sync, heartbeats
     # and commits all went to the shard that serves them.
     assert hops(node) == before
-    served = [s["produce_requests"] for s in node.stats()]
+    served = [s["partition_appends"] for s in node.stats()]
     assert all(n > 0 for n in served), served
 
     # The committed offsets are there for the group (read on its coordinator).

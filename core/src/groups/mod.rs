@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use crate::by_partition::TopicPartition;
 use crate::catalog::Catalog;
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
@@ -453,12 +454,12 @@ impl Coordinator {
     }
 
     /// OffsetDelete: removes committed offsets, except of topics the group's
-    /// members still subscribe to.
+    /// members still subscribe to. One code per partition, in order.
     pub async fn delete_offsets(
         &self,
         group_id: &str,
-        topics: Vec<(String, Vec<i32>)>,
-    ) -> Result<Vec<(String, Vec<(i32, ErrorCode)>)>, ErrorCode> {
+        partitions: Vec<TopicPartition>,
+    ) -> Result<Vec<ErrorCode>, ErrorCode> {
         let log = self.log_for(group_id).map_err(|e| e.code)?;
         let _write = log.lock().await;
         let mut entries = Vec::new();
@@ -472,27 +473,21 @@ impl Coordinator {
             if active && g.protocol_type.as_deref() != Some("consumer") {
                 return Err(ErrorCode::NonEmptyGroup);
             }
-            topics
+            partitions
                 .into_iter()
-                .map(|(topic, parts)| {
-                    let answers = parts
-                        .into_iter()
-                        .map(|p| {
-                            if active && g.subscribed_to(&topic) {
-                                return (p, ErrorCode::GroupSubscribedToTopic);
-                            }
-                            if g.offsets.contains_key(&(topic.clone(), p)) {
-                                entries.push(Entry::Offset {
-                                    group: group_id.to_string(),
-                                    topic: topic.clone(),
-                                    partition: p,
-                                    value: None,
-                                });
-                            }
-                            (p, ErrorCode::None)
-                        })
-                        .collect();
-                    (topic, answers)
+                .map(|TopicPartition { topic, partition }| {
+                    if active && g.subscribed_to(&topic) {
+                        return ErrorCode::GroupSubscribedToTopic;
+                    }
+                    if g.offsets.contains_key(&(topic.clone(), partition)) {
+                        entries.push(Entry::Offset {
+                            group: group_id.to_string(),
+                            topic,
+                            partition,
+                            value: None,
+                        });
+                    }
+                    ErrorCode::None
                 })
                 .collect()
         };

@@ -50,9 +50,13 @@ pub const CATALOG_SHARD: usize = 0;
 pub struct ShardStats {
     /// Kafka requests received on this shard's connections.
     pub requests: std::cell::Cell<u64>,
-    pub produce_requests: std::cell::Cell<u64>,
+    /// Appends to this shard's partitions: one per partition of a produce
+    /// request that reached it (a request to three partitions counts three).
+    pub partition_appends: std::cell::Cell<u64>,
     pub appended_bytes: std::cell::Cell<u64>,
-    pub fetch_requests: std::cell::Cell<u64>,
+    /// Fetch parts this shard served: one per shard a fetch touched (a
+    /// fetch of partitions on two shards counts one on each).
+    pub fetch_parts: std::cell::Cell<u64>,
     pub connections: std::cell::Cell<u64>,
     /// Jobs this shard sent to another shard (`invoke_on`): the cross-core
     /// hops its requests cost.
@@ -67,9 +71,9 @@ pub struct ShardReport {
     pub shard: usize,
     pub partitions: usize,
     pub requests: u64,
-    pub produce_requests: u64,
+    pub partition_appends: u64,
     pub appended_bytes: u64,
-    pub fetch_requests: u64,
+    pub fetch_parts: u64,
     pub connections: u64,
     pub hops_sent: u64,
     pub cache_bytes: usize,
@@ -128,9 +132,9 @@ impl Shard {
             shard: self.id,
             partitions: self.partition_count(),
             requests: self.stats.requests.get(),
-            produce_requests: self.stats.produce_requests.get(),
+            partition_appends: self.stats.partition_appends.get(),
             appended_bytes: self.stats.appended_bytes.get(),
-            fetch_requests: self.stats.fetch_requests.get(),
+            fetch_parts: self.stats.fetch_parts.get(),
             connections: self.stats.connections.get(),
             hops_sent: self.stats.hops_sent.get(),
             cache_bytes: self.cache.borrow().bytes(),

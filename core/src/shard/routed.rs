@@ -11,6 +11,7 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::future::{join_all, select, select_all, Either};
 
+use crate::by_partition::PartitionWork;
 use crate::error::{ErrorCode, KafkaError};
 use crate::partition::{Partition, PartitionRead, ProduceResult};
 
@@ -63,13 +64,13 @@ pub struct FetchPartition {
 impl Shard {
     // ---- produce -------------------------------------------------------
 
-    /// Runs `op` on each partition named in `items`, on the shard that owns
-    /// it: one hop per owning shard, the partitions of a shard concurrently.
-    /// Items carry the caller's index so answers can be matched up; every
-    /// item gets an answer (an unknown partition, or a lost hop, an error).
+    /// Runs `op` on each partition of `work`, on the shard that owns it:
+    /// one hop per owning shard, the partitions of a shard concurrently.
+    /// Each answer carries its place in the request (`PartitionWork::at`);
+    /// every item gets one (an unknown partition, or a lost hop, an error).
     pub async fn on_partitions<A, R, F, Fut>(
         self: &Rc<Self>,
-        items: Vec<(usize, String, i32, A)>,
+        work: Vec<PartitionWork<A>>,
         op: F,
     ) -> Vec<(usize, Result<R, KafkaError>)>
     where
@@ -79,30 +80,35 @@ impl Shard {
         Fut: Future<Output = Result<R, KafkaError>> + 'static,
     {
         let catalog = self.catalog();
-        let mut out = Vec::with_capacity(items.len());
-        let mut routed = Vec::with_capacity(items.len());
-        let mut routed_ids = Vec::with_capacity(items.len());
-        for (i, topic, partition, arg) in items {
-            match catalog.shard_for(&topic, partition) {
+        let mut out = Vec::with_capacity(work.len());
+        let mut routed = Vec::with_capacity(work.len());
+        let mut routed_places = Vec::with_capacity(work.len());
+        for w in work {
+            match catalog.shard_for(&w.tp.topic, w.tp.partition) {
                 Some(shard) => {
-                    routed_ids.push(i);
-                    routed.push((shard, (i, topic, partition, arg)));
+                    routed_places.push(w.at);
+                    routed.push((shard, w));
                 }
-                None => out.push((i, Err(KafkaError::unknown_partition(&topic, partition)))),
+                None => out.push((
+                    w.at,
+                    Err(KafkaError::unknown_partition(&w.tp.topic, w.tp.partition)),
+                )),
             }
         }
         let answers = self
             .scatter(routed, move |s, group| {
                 let op = op.clone();
                 async move {
-                    join_all(group.into_iter().map(|(i, topic, partition, arg)| {
+                    join_all(group.into_iter().map(|w| {
                         let (s, op) = (s.clone(), op.clone());
                         async move {
-                            let r = match s.partition(&topic, partition) {
-                                Some(p) => op(s.clone(), p, arg).await,
-                                None => Err(KafkaError::unknown_partition(&topic, partition)),
+                            let r = match s.partition(&w.tp.topic, w.tp.partition) {
+                                Some(p) => op(s.clone(), p, w.arg).await,
+                                None => {
+                                    Err(KafkaError::unknown_partition(&w.tp.topic, w.tp.partition))
+                                }
                             };
-                            (i, r)
+                            (w.at, r)
                         }
                     }))
                     .await
@@ -111,16 +117,16 @@ impl Shard {
             .await;
         let answered = out.len();
         out.extend(answers.into_iter().flatten().flatten());
-        if out.len() - answered < routed_ids.len() {
+        if out.len() - answered < routed_places.len() {
             // A hop failed (its shard stopped): its items still get answers.
             let have: std::collections::HashSet<usize> = out.iter().map(|(i, _)| *i).collect();
-            for i in routed_ids.into_iter().filter(|i| !have.contains(i)) {
-                log::error!("a hop to the shard owning item {i} was lost");
+            for at in routed_places.into_iter().filter(|i| !have.contains(i)) {
+                log::error!("a hop to the shard owning request item {at} was lost");
                 let lost = KafkaError::new(
                     ErrorCode::UnknownServerError,
                     "the owning shard did not answer",
                 );
-                out.push((i, Err(lost)));
+                out.push((at, Err(lost)));
             }
         }
         out
@@ -131,12 +137,14 @@ impl Shard {
     /// Appends to partitions wherever they live.
     pub async fn produce(
         self: &Rc<Self>,
-        items: Vec<(usize, String, i32, Bytes)>,
+        work: Vec<PartitionWork<Bytes>>,
         acks: i16,
     ) -> Vec<(usize, ProduceResult)> {
-        self.on_partitions(items, move |s, p, records: Bytes| async move {
+        self.on_partitions(work, move |s, p, records: Bytes| async move {
             let stats = &s.stats;
-            stats.produce_requests.set(stats.produce_requests.get() + 1);
+            stats
+                .partition_appends
+                .set(stats.partition_appends.get() + 1);
             stats
                 .appended_bytes
                 .set(stats.appended_bytes.get() + records.len() as u64);
@@ -221,9 +229,7 @@ impl Shard {
         deadline: Instant,
         cancel: oneshot::Receiver<()>,
     ) -> Vec<(usize, Result<PartitionRead, KafkaError>)> {
-        self.stats
-            .fetch_requests
-            .set(self.stats.fetch_requests.get() + 1);
+        self.stats.fetch_parts.set(self.stats.fetch_parts.get() + 1);
         let mut cancel = cancel;
         let mut cancelled = false;
         loop {
@@ -289,9 +295,9 @@ impl Shard {
     /// timestamp) for each partition's query.
     pub async fn list_offsets(
         self: &Rc<Self>,
-        items: Vec<(usize, String, i32, OffsetQuery)>,
+        work: Vec<PartitionWork<OffsetQuery>>,
     ) -> Vec<(usize, Result<(i64, i64), KafkaError>)> {
-        self.on_partitions(items, |_, p, q: OffsetQuery| async move {
+        self.on_partitions(work, |_, p, q: OffsetQuery| async move {
             match q {
                 OffsetQuery::Latest => Ok((p.log.high_watermark(), -1)),
                 // Every segment is local: the earliest local offset is the
@@ -309,9 +315,9 @@ impl Shard {
     /// low watermark.
     pub async fn delete_records(
         self: &Rc<Self>,
-        items: Vec<(usize, String, i32, i64)>,
+        work: Vec<PartitionWork<i64>>,
     ) -> Vec<(usize, Result<i64, KafkaError>)> {
-        self.on_partitions(items, |_, p, offset: i64| async move {
+        self.on_partitions(work, |_, p, offset: i64| async move {
             Ok(p.log.delete_records_before(offset)?)
         })
         .await

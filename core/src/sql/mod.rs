@@ -670,11 +670,15 @@ where
     F: Fn(Rc<crate::partition::Partition>, A) -> Fut + Send + Clone + 'static,
     Fut: std::future::Future<Output = Result<R, String>> + 'static,
 {
-    let items: Vec<_> = (0..meta.partitions())
-        .map(|p| (p as usize, meta.name.clone(), p, arg.clone()))
+    let work: Vec<_> = (0..meta.partitions())
+        .map(|p| crate::PartitionWork {
+            at: p as usize,
+            tp: crate::TopicPartition::new(meta.name.clone(), p),
+            arg: arg.clone(),
+        })
         .collect();
     let answers = shard
-        .on_partitions(items, move |_s, p, a| {
+        .on_partitions(work, move |_s, p, a| {
             let answer = op(p, a);
             async move {
                 answer

@@ -6,7 +6,7 @@ use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
-use weir_core::Shard;
+use weir_core::{ByPartition, Shard};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 2;
@@ -16,40 +16,30 @@ pub async fn handle(
     req: DeleteRecordsRequest,
     _version: i16,
 ) -> DeleteRecordsResponse {
-    let mut items = Vec::new();
-    let mut shape = Vec::new();
+    let mut by = ByPartition::new();
     for t in req.topics {
         let name = t.name.0.to_string();
-        let idx: Vec<_> = t
-            .partitions
-            .iter()
-            .map(|p| {
-                items.push((items.len(), name.clone(), p.partition_index, p.offset));
-                (p.partition_index, items.len() - 1)
-            })
-            .collect();
-        shape.push((t.name, idx));
+        by.topic(t.name, name);
+        for p in t.partitions {
+            by.partition(p.partition_index, Ok(p.offset));
+        }
     }
-    let mut results = vec![None; items.len()];
-    for (i, r) in shard.delete_records(items).await {
-        results[i] = Some(r);
-    }
-    let topics = shape
+    let results = shard.delete_records(by.work()).await;
+    let topics = by
+        .answers(results)
         .into_iter()
-        .map(|(name, idx)| {
+        .map(|(name, parts)| {
             DeleteRecordsTopicResult::default()
                 .with_name(name)
                 .with_partitions(
-                    idx.into_iter()
-                        .map(|(partition, i)| {
+                    parts
+                        .into_iter()
+                        .map(|(partition, r)| {
                             let p = DeleteRecordsPartitionResult::default()
                                 .with_partition_index(partition);
-                            match results[i].take() {
-                                Some(Ok(low)) => p.with_low_watermark(low),
-                                Some(Err(e)) => {
-                                    p.with_error_code(e.code.code()).with_low_watermark(-1)
-                                }
-                                None => p.with_error_code(-1).with_low_watermark(-1),
+                            match r {
+                                Ok(low) => p.with_low_watermark(low),
+                                Err(e) => p.with_error_code(e.code.code()).with_low_watermark(-1),
                             }
                         })
                         .collect(),

@@ -9,7 +9,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use weir_core::shard::OffsetQuery;
-use weir_core::Shard;
+use weir_core::{ByPartition, Shard};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 8;
@@ -19,47 +19,36 @@ pub async fn handle(
     req: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
-    let mut items = Vec::new();
-    let mut shape = Vec::new();
-    let mut results = Vec::new();
+    let mut by = ByPartition::new();
     for t in req.topics {
         let name = t.name.0.to_string();
-        let mut idx = Vec::new();
+        by.topic(t.name, name);
         for p in t.partitions {
-            idx.push((p.partition_index, results.len()));
-            match OffsetQuery::from_wire(p.timestamp) {
-                Ok(q) => {
-                    items.push((results.len(), name.clone(), p.partition_index, q));
-                    results.push(None);
-                }
-                Err(e) => results.push(Some(Err(e))),
-            }
+            by.partition(p.partition_index, OffsetQuery::from_wire(p.timestamp));
         }
-        shape.push((t.name, idx));
     }
-    for (i, r) in shard.list_offsets(items).await {
-        results[i] = Some(r);
-    }
-    let topics = shape
+    let results = shard.list_offsets(by.work()).await;
+    let topics = by
+        .answers(results)
         .into_iter()
-        .map(|(name, idx)| {
+        .map(|(name, parts)| {
             ListOffsetsTopicResponse::default()
                 .with_name(name)
                 .with_partitions(
-                    idx.into_iter()
-                        .map(|(partition, i)| {
+                    parts
+                        .into_iter()
+                        .map(|(partition, r)| {
                             let p = ListOffsetsPartitionResponse::default()
                                 .with_partition_index(partition);
-                            match results[i].take() {
-                                Some(Ok((offset, ts))) => p
+                            match r {
+                                Ok((offset, ts)) => p
                                     .with_offset(offset)
                                     .with_timestamp(ts)
                                     .with_leader_epoch(if version >= 4 { 0 } else { -1 }),
-                                Some(Err(e)) => p
+                                Err(e) => p
                                     .with_error_code(e.code.code())
                                     .with_offset(-1)
                                     .with_timestamp(-1),
-                                None => p.with_error_code(-1).with_offset(-1).with_timestamp(-1),
                             }
                         })
                         .collect(),

@@ -9,7 +9,7 @@ use kafka_protocol::messages::offset_commit_response::{
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use weir_core::groups::OffsetToCommit;
-use weir_core::Shard;
+use weir_core::{ByPartition, Shard};
 
 pub const MIN: i16 = 2;
 pub const MAX: i16 = 9;
@@ -20,11 +20,13 @@ pub async fn handle(
     version: i16,
 ) -> OffsetCommitResponse {
     let group = req.group_id.0.to_string();
-    let mut offsets = Vec::new();
-    for t in &req.topics {
-        for p in &t.partitions {
-            offsets.push(OffsetToCommit {
-                topic: t.name.0.to_string(),
+    let mut by = ByPartition::new();
+    for t in req.topics {
+        let topic = t.name.0.to_string();
+        by.topic(t.name, topic.clone());
+        for p in t.partitions {
+            let offset = OffsetToCommit {
+                topic: topic.clone(),
                 partition: p.partition_index,
                 offset: p.committed_offset,
                 leader_epoch: if version >= 6 {
@@ -33,9 +35,12 @@ pub async fn handle(
                     -1
                 },
                 metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-            });
+            };
+            by.partition(p.partition_index, Ok(offset));
         }
     }
+    let (places, offsets): (Vec<usize>, Vec<OffsetToCommit>) =
+        by.work().into_iter().map(|w| (w.at, w.arg)).unzip();
     let n = offsets.len();
     let g = group.clone();
     let member = req.member_id.to_string();
@@ -57,20 +62,22 @@ pub async fn handle(
         })
         .await
         .unwrap_or_else(|e| vec![e.code; n]);
-    let mut codes = codes.into_iter();
+    // One code per offset, in the order handed over.
+    let results = places.into_iter().zip(codes.into_iter().map(Ok));
     OffsetCommitResponse::default().with_topics(
-        req.topics
+        by.answers(results)
             .into_iter()
-            .map(|t| {
+            .map(|(name, parts)| {
                 OffsetCommitResponseTopic::default()
-                    .with_name(t.name)
+                    .with_name(name)
                     .with_partitions(
-                        t.partitions
-                            .iter()
-                            .map(|p| {
+                        parts
+                            .into_iter()
+                            .map(|(partition, code)| {
+                                let code = code.unwrap_or_else(|e| e.code);
                                 OffsetCommitResponsePartition::default()
-                                    .with_partition_index(p.partition_index)
-                                    .with_error_code(codes.next().expect("one per offset").code())
+                                    .with_partition_index(partition)
+                                    .with_error_code(code.code())
                             })
                             .collect(),
                     )

@@ -6,10 +6,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
-use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, TopicName};
-use weir_core::Shard;
-
-use super::str;
+use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
+use weir_core::{ByPartition, Shard, TopicPartition};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 0;
@@ -20,43 +18,48 @@ pub async fn handle(
     _version: i16,
 ) -> OffsetDeleteResponse {
     let group = req.group_id.0.to_string();
-    let topics: Vec<(String, Vec<i32>)> = req
-        .topics
-        .into_iter()
-        .map(|t| {
-            (
-                t.name.0.to_string(),
-                t.partitions.iter().map(|p| p.partition_index).collect(),
-            )
-        })
-        .collect();
+    let mut by = ByPartition::new();
+    for t in req.topics {
+        let name = t.name.0.to_string();
+        by.topic(t.name, name);
+        for p in t.partitions {
+            by.partition(p.partition_index, Ok(()));
+        }
+    }
+    let (places, partitions): (Vec<usize>, Vec<TopicPartition>) =
+        by.work().into_iter().map(|w| (w.at, w.tp)).unzip();
     let g = group.clone();
     let answer = shard
         .on_group(&group, move |s| async move {
-            s.groups.delete_offsets(&g, topics).await
+            s.groups.delete_offsets(&g, partitions).await
         })
         .await
         .unwrap_or_else(|e| Err(e.code));
     match answer {
         Err(code) => OffsetDeleteResponse::default().with_error_code(code.code()),
-        Ok(topics) => OffsetDeleteResponse::default().with_topics(
-            topics
-                .into_iter()
-                .map(|(name, parts)| {
-                    OffsetDeleteResponseTopic::default()
-                        .with_name(TopicName(str(&name)))
-                        .with_partitions(
-                            parts
-                                .into_iter()
-                                .map(|(p, code)| {
-                                    OffsetDeleteResponsePartition::default()
-                                        .with_partition_index(p)
-                                        .with_error_code(code.code())
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        ),
+        Ok(codes) => {
+            // One code per partition, in the order handed over.
+            let results = places.into_iter().zip(codes.into_iter().map(Ok));
+            OffsetDeleteResponse::default().with_topics(
+                by.answers(results)
+                    .into_iter()
+                    .map(|(name, parts)| {
+                        OffsetDeleteResponseTopic::default()
+                            .with_name(name)
+                            .with_partitions(
+                                parts
+                                    .into_iter()
+                                    .map(|(partition, code)| {
+                                        let code = code.unwrap_or_else(|e| e.code);
+                                        OffsetDeleteResponsePartition::default()
+                                            .with_partition_index(partition)
+                                            .with_error_code(code.code())
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            )
+        }
     }
 }

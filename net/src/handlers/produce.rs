@@ -8,7 +8,7 @@ use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use weir_core::{ErrorCode, KafkaError, Shard};
+use weir_core::{ByPartition, ErrorCode, KafkaError, Shard};
 
 use super::error_parts;
 
@@ -21,57 +21,43 @@ pub async fn handle(
     version: i16,
 ) -> Option<ProduceResponse> {
     let acks = req.acks;
-    let mut items = Vec::new();
-    let mut refused = Vec::new();
-    let mut shape = Vec::new(); // (topic name, partitions in request order)
-    let mut i = 0usize;
+    let mut by = ByPartition::new();
     for t in req.topic_data {
-        let topic = t.name.0.to_string();
-        let mut parts = Vec::new();
+        let name = t.name.0.to_string();
+        by.topic(t.name, name);
         for p in t.partition_data {
-            parts.push((p.index, i));
-            match (acks, p.records) {
-                (-1..=1, Some(records)) => items.push((i, topic.clone(), p.index, records)),
-                (-1..=1, None) => refused.push((
-                    i,
-                    KafkaError::new(ErrorCode::CorruptMessage, "produce data has null records"),
+            let arg = match (acks, p.records) {
+                (-1..=1, Some(records)) => Ok(records),
+                (-1..=1, None) => Err(KafkaError::new(
+                    ErrorCode::CorruptMessage,
+                    "produce data has null records",
                 )),
-                (a, _) => refused.push((
-                    i,
-                    KafkaError::new(
-                        ErrorCode::InvalidRequiredAcks,
-                        format!("acks={a}: only 0, 1 and -1 are valid"),
-                    ),
+                (a, _) => Err(KafkaError::new(
+                    ErrorCode::InvalidRequiredAcks,
+                    format!("acks={a}: only 0, 1 and -1 are valid"),
                 )),
+            };
+            by.partition(p.index, arg);
+        }
+    }
+    let results = shard.produce(by.work(), acks).await;
+    let answers = by.answers(results);
+    for (name, parts) in &answers {
+        for (partition, r) in parts {
+            if let Err(e) = r {
+                let detail = e.detail.as_deref().map(|d| format!(" ({d})"));
+                weir_core::refusals::log(format_args!(
+                    "produce to {}-{partition} refused: {e}{}",
+                    name.0,
+                    detail.unwrap_or_default()
+                ));
             }
-            i += 1;
         }
-        shape.push((t.name, parts));
-    }
-    let mut results: Vec<Option<Result<weir_core::Appended, KafkaError>>> = vec![None; i];
-    for (i, e) in refused {
-        results[i] = Some(Err(e));
-    }
-    for (i, r) in shard.produce(items, acks).await {
-        if let Err(e) = &r {
-            // Which partition, looked up only for a refusal.
-            let at = shape.iter().find_map(|(name, parts)| {
-                let &(index, _) = parts.iter().find(|&&(_, j)| j == i)?;
-                Some((name.0.as_str(), index))
-            });
-            let (topic, partition) = at.unwrap_or(("?", -1));
-            let detail = e.detail.as_deref().map(|d| format!(" ({d})"));
-            weir_core::refusals::log(format_args!(
-                "produce to {topic}-{partition} refused: {e}{}",
-                detail.unwrap_or_default()
-            ));
-        }
-        results[i] = Some(r);
     }
     if acks == 0 {
         return None;
     }
-    let responses = shape
+    let responses = answers
         .into_iter()
         .map(|(name, parts)| {
             TopicProduceResponse::default()
@@ -79,15 +65,7 @@ pub async fn handle(
                 .with_partition_responses(
                     parts
                         .into_iter()
-                        .map(|(index, i)| {
-                            let r = results[i].take().unwrap_or_else(|| {
-                                Err(KafkaError::new(
-                                    ErrorCode::UnknownServerError,
-                                    "produce result lost",
-                                ))
-                            });
-                            partition_response(index, r, version)
-                        })
+                        .map(|(index, r)| partition_response(index, r, version))
                         .collect(),
                 )
         })
