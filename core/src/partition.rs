@@ -36,8 +36,6 @@ pub struct Partition {
     pub index: i32,
     pub log: Rc<PartitionLog>,
     pub cache: Rc<PartitionCache>,
-    /// A keyed table's current rows, built from the log by SQL scans.
-    pub keyed: RefCell<crate::table::scan::KeyedRows>,
 }
 
 impl Partition {
@@ -56,7 +54,6 @@ impl Partition {
             index,
             log: Rc::new(log),
             cache: Rc::new(PartitionCache::default()),
-            keyed: RefCell::new(Default::default()),
         }
     }
 

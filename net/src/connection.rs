@@ -20,7 +20,7 @@ use crate::codec::{decode_request, encode_response, encode_response_chunks, Deco
 use crate::handlers::{self, api_versions};
 
 /// A request's encoded answer (none for acks=0 produce), when it is ready.
-type Answer = glommio::task::JoinHandle<Option<Vec<Bytes>>>;
+type ResponseTask = glommio::task::JoinHandle<Option<Vec<Bytes>>>;
 
 /// Read buffer per connection.
 const READ_BUFFER_BYTES: usize = 64 << 10;
@@ -161,7 +161,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let mut writer = unsafe { TcpStream::from_raw_fd(fd) };
     // Each request's answer to come, in arrival order, and for a produce
     // request the time its last byte was read (for the shard's histogram).
-    let (tx, rx) = local_channel::new_bounded::<(Option<Instant>, Answer)>(
+    let (tx, rx) = local_channel::new_bounded::<(Option<Instant>, ResponseTask)>(
         shard.config.max_in_flight_per_connection,
     );
     let latency = shard.stats.latency.clone();

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use weir_storage::PartitionLog;
 
+use crate::by_partition::TopicPartition;
 use crate::catalog::{
     new_topic_id, placement, validate_topic_name, Catalog, TopicConfig, TopicMeta, MAX_PARTITIONS,
 };
@@ -286,6 +287,7 @@ impl Shard {
                 p.cache.clear();
                 p.log.destroy();
             }
+            self.keyed.forget(&TopicPartition::new(key.0, key.1));
         }
         *self.catalog.borrow_mut() = cat.clone();
         self.open_owned_partitions(&cat).await

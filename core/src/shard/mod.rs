@@ -101,6 +101,8 @@ pub struct Shard {
     producer_ids: RefCell<Option<crate::producer_ids::ProducerIds>>,
     /// The consumer groups this shard coordinates.
     pub groups: Coordinator,
+    /// The keyed tables' current rows of the partitions this shard owns.
+    pub keyed: crate::table::keyed::KeyedTables,
     /// Every shard's heartbeat (this one beats its own).
     hearts: Arc<crate::watchdog::Hearts>,
 }

@@ -119,6 +119,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     stats: ShardStats::default(),
                     producer_ids: RefCell::new(None),
                     groups,
+                    keyed: Default::default(),
                     hearts: hearts.clone(),
                 });
                 let mut tasks = Vec::new();

@@ -12,10 +12,8 @@ use std::collections::HashMap;
 use serde_json::Value;
 use sqlparser::ast::{Expr, Function};
 
-use super::eval::{
-    args, as_f64, as_i64, compare, float, function_name, is_aggregate, visit, Eval, Scope,
-    SqlResult,
-};
+use super::eval::{args, function_name, is_aggregate, visit, Eval, Scope, SqlResult};
+use super::value::{as_f64, as_i64, compare, float};
 
 /// An aggregate call of the statement, named by its text.
 #[derive(Clone, Debug)]

@@ -7,27 +7,23 @@
 pub mod bounds;
 pub mod eval;
 pub mod fold;
+pub mod select;
+pub mod value;
 
 use std::rc::Rc;
 
 use serde_json::Value;
 use sqlparser::ast::{
-    ColumnOption, CreateTable, CreateTableOptions, Expr, GroupByExpr, LimitClause, ObjectName,
-    ObjectType, OrderByKind, Query, Select, SelectItem, SetExpr, SqlOption, Statement,
-    TableConstraint, TableFactor,
+    ColumnOption, CreateTable, CreateTableOptions, Expr, ObjectName, ObjectType, SqlOption,
+    Statement, TableConstraint,
 };
 
-use crate::catalog::TopicMeta;
 use crate::error::ErrorCode;
 use crate::shard::{NewTopic, Shard};
 use crate::table::row::{convert, object_bytes};
-use crate::table::scan::{columns, fold_partition, scan_partition, ScanShape, TopK};
 use crate::table::schema::{Column, ColumnType, TableSchema};
-use eval::{
-    check_columns, column_name, compare_keys, has_aggregate, literal, mark_columns, Columns, Eval,
-    Scope, SqlResult,
-};
-use fold::{Folded, Groups, Plan};
+use eval::{column_name, Columns, Eval, Scope, SqlResult};
+use select::SelectPlan;
 
 /// Why a statement failed: the statement (400) or the node (500).
 #[derive(Debug, Clone, PartialEq)]
@@ -79,7 +75,7 @@ pub async fn execute(shard: &Rc<Shard>, sql: &str) -> Result<QueryResult, SqlErr
     Ok(last)
 }
 
-fn table_name(name: &ObjectName) -> String {
+pub(super) fn table_name(name: &ObjectName) -> String {
     name.0
         .last()
         .and_then(|p| p.as_ident())
@@ -89,7 +85,12 @@ fn table_name(name: &ObjectName) -> String {
 
 async fn statement(shard: &Rc<Shard>, s: Statement) -> Result<QueryResult, SqlError> {
     match s {
-        Statement::Query(q) => select(shard, &q).await,
+        Statement::Query(q) => {
+            let max = shard.config.sql_max_scan_bytes;
+            SelectPlan::new(&q, &shard.catalog(), max)?
+                .execute(shard)
+                .await
+        }
         Statement::CreateTable(c) => create_table(shard, c).await,
         Statement::Drop {
             object_type: ObjectType::Table,
@@ -272,7 +273,7 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
             return Err(format!("option {o} is not supported").into());
         };
         let v = const_value(&value)?;
-        let text = eval::as_text(&v).unwrap_or_default();
+        let text = value::as_text(&v).unwrap_or_default();
         match key.value.to_ascii_lowercase().as_str() {
             "partitions" => {
                 partitions = text
@@ -303,405 +304,9 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
 }
 
 /// The value of a constant expression (a literal, maybe negated).
-fn const_value(e: &Expr) -> SqlResult<Value> {
+pub(super) fn const_value(e: &Expr) -> SqlResult<Value> {
     let cols = Columns(Vec::new());
     Eval { cols: &cols }
         .eval(e, &Scope::Row(&[]))
         .map_err(|why| format!("{e} is not a constant: {why}"))
-}
-
-// ---- SELECT ----------------------------------------------------------------
-
-async fn select(shard: &Rc<Shard>, q: &Query) -> Result<QueryResult, SqlError> {
-    let SetExpr::Select(sel) = q.body.as_ref() else {
-        return Err(format!("unsupported query: {}", q.body).into());
-    };
-    let sel: &Select = sel;
-    if sel.from.len() > 1 || sel.from.iter().any(|f| !f.joins.is_empty()) {
-        return Err("joins are not supported: select from one table"
-            .to_string()
-            .into());
-    }
-    // The table read (none for a SELECT without FROM) and its columns.
-    let table = match sel.from.first() {
-        None => None,
-        Some(f) => {
-            let TableFactor::Table { name, .. } = &f.relation else {
-                return Err(format!("unsupported FROM: {}", f.relation).into());
-            };
-            let name = table_name(name);
-            let catalog = shard.catalog();
-            let meta = catalog
-                .topic(&name)
-                .ok_or_else(|| format!("no table {name}"))?
-                .clone();
-            Some(meta)
-        }
-    };
-    let cols = Columns(table.as_ref().map(columns).unwrap_or_default());
-    let eval = Eval { cols: &cols };
-    if let Some(w) = &sel.selection {
-        check_columns(w, &cols)?;
-        if has_aggregate(w) {
-            return Err("aggregates are not allowed in WHERE".to_string().into());
-        }
-    }
-
-    // The output columns.
-    let mut items: Vec<(String, Expr)> = Vec::new();
-    for item in &sel.projection {
-        match item {
-            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
-                for c in &cols.0 {
-                    items.push((c.clone(), Expr::Identifier(sqlparser::ast::Ident::new(c))));
-                }
-            }
-            SelectItem::UnnamedExpr(e) => {
-                check_columns(e, &cols)?;
-                items.push((column_name(e).unwrap_or_else(|| e.to_string()), e.clone()));
-            }
-            SelectItem::ExprWithAlias { expr, alias } => {
-                check_columns(expr, &cols)?;
-                items.push((alias.value.clone(), expr.clone()));
-            }
-        }
-    }
-    let group_by: Vec<Expr> = match &sel.group_by {
-        GroupByExpr::Expressions(e, _) => e.clone(),
-        GroupByExpr::All(_) => return Err("GROUP BY ALL is not supported".to_string().into()),
-    };
-    for g in &group_by {
-        check_columns(g, &cols)?;
-    }
-    if let Some(h) = &sel.having {
-        check_columns(h, &cols)?;
-    }
-    let grouped =
-        !group_by.is_empty() || items.iter().any(|(_, e)| has_aggregate(e)) || sel.having.is_some();
-    let order: Vec<(Expr, bool, Option<bool>)> = match q.order_by.as_ref().map(|o| &o.kind) {
-        None => Vec::new(),
-        Some(OrderByKind::Expressions(list)) => list
-            .iter()
-            .map(|o| {
-                (
-                    o.expr.clone(),
-                    o.options.asc.unwrap_or(true),
-                    o.options.nulls_first,
-                )
-            })
-            .collect(),
-        Some(OrderByKind::All(_)) => {
-            return Err("ORDER BY ALL is not supported".to_string().into())
-        }
-    };
-    // A grouped query is folded as its rows are read (`fold`).
-    let plan = if grouped {
-        Some(Plan {
-            aggregates: fold::aggregates(
-                items
-                    .iter()
-                    .map(|(_, e)| e)
-                    .chain(sel.having.iter())
-                    .chain(order.iter().map(|(e, _, _)| e)),
-            )?,
-            group_by: group_by.clone(),
-        })
-    } else {
-        None
-    };
-    // With ORDER BY and LIMIT (no grouping, no DISTINCT), each partition
-    // keeps only its best OFFSET + LIMIT rows by the same keys: the answer
-    // is among them.
-    let (limit, offset) = limits(q)?;
-    let top = match limit {
-        Some(l) if !grouped && !order.is_empty() && sel.distinct.is_none() => Some(TopK {
-            keys: order
-                .iter()
-                .map(|(e, _, _)| input_key(e, &items))
-                .collect::<SqlResult<_>>()?,
-            dirs: order.iter().map(|(_, a, n)| (*a, *n)).collect(),
-            keep: offset.saturating_add(l),
-        }),
-        _ => None,
-    };
-    // The input: a table's rows or groups (read where its partitions live,
-    // filtered there), or one empty row for a SELECT without FROM.
-    let input = match table {
-        Some(meta) => {
-            // With a LIMIT and nothing that needs every row first, the
-            // first OFFSET + LIMIT rows of each partition hold every row the
-            // answer can take (rows come out in partition, then offset
-            // order): `SELECT * FROM t LIMIT 10` reads ten rows a partition.
-            let needs_all = grouped || !order.is_empty() || sel.distinct.is_some();
-            let shape = ScanShape {
-                cap: limit
-                    .filter(|_| !needs_all)
-                    .map(|l| offset.saturating_add(l)),
-                used: used_columns(sel, &group_by, &order, &cols),
-                max_bytes: shard.config.sql_max_scan_bytes / meta.partitions().max(1) as usize,
-                top,
-            };
-            match &plan {
-                Some(plan) => Input::Groups(
-                    fold_scan(shard, meta, sel.selection.clone(), shape, plan.clone()).await?,
-                ),
-                None => Input::Rows(scan(shard, meta, sel.selection.clone(), shape).await?),
-            }
-        }
-        None => {
-            let passes = match &sel.selection {
-                Some(w) => eval.passes(w, &[])?,
-                None => true,
-            };
-            let rows: Vec<Vec<Value>> = if passes { vec![Vec::new()] } else { Vec::new() };
-            match &plan {
-                Some(plan) => {
-                    let mut groups = Groups::default();
-                    for r in rows {
-                        groups.add(&eval, plan, r)?;
-                    }
-                    Input::Groups(groups.finish(plan))
-                }
-                None => Input::Rows(rows),
-            }
-        }
-    };
-
-    // Each output row with what its ORDER BY keys are evaluated against.
-    let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
-    let names: Vec<String> = items.iter().map(|(n, _)| n.clone()).collect();
-    // An ORDER BY key: an output column (by name or position) or an
-    // expression over the input.
-    let key_of = |e: &Expr, output: &[Value], scope: &Scope| -> SqlResult<Value> {
-        if let Expr::Value(v) = e {
-            if let Value::Number(n) = literal(&v.value)? {
-                let i = n
-                    .as_u64()
-                    .filter(|i| *i >= 1 && (*i as usize) <= output.len());
-                let i = i.ok_or_else(|| format!("ORDER BY {n} is not an output column"))?;
-                return Ok(output[i as usize - 1].clone());
-            }
-        }
-        if let Some(n) = column_name(e) {
-            if let Some(i) = names.iter().position(|x| *x == n) {
-                return Ok(output[i].clone());
-            }
-        }
-        check_columns(e, &cols)?;
-        eval.eval(e, scope)
-    };
-    // What each output row is evaluated over: a folded group (grouped
-    // queries: GROUP BY, aggregates or HAVING) or one row.
-    let scopes: Vec<Scope> = match &input {
-        Input::Rows(rows) => rows.iter().map(|r| Scope::Row(r)).collect(),
-        Input::Groups(groups) => groups.iter().map(Scope::Group).collect(),
-    };
-    for scope in &scopes {
-        if let (Some(h), Scope::Group(_)) = (&sel.having, scope) {
-            if eval.eval(h, scope)? != Value::Bool(true) {
-                continue;
-            }
-        }
-        let output: Vec<Value> = items
-            .iter()
-            .map(|(_, e)| eval.eval(e, scope))
-            .collect::<SqlResult<_>>()?;
-        let keys = order
-            .iter()
-            .map(|(e, _, _)| key_of(e, &output, scope))
-            .collect::<SqlResult<_>>()?;
-        out.push((output, keys));
-    }
-    if sel.distinct.is_some() {
-        let mut seen = std::collections::HashSet::new();
-        out.retain(|(o, _)| seen.insert(serde_json::to_string(o).expect("values serialise")));
-    }
-    if !order.is_empty() {
-        let dirs: Vec<(bool, Option<bool>)> = order.iter().map(|(_, a, n)| (*a, *n)).collect();
-        out.sort_by(|(_, a), (_, b)| compare_keys(&dirs, a, b));
-    }
-    let rows = out
-        .into_iter()
-        .skip(offset)
-        .take(limit.unwrap_or(usize::MAX))
-        .map(|(o, _)| o)
-        .collect();
-    Ok(QueryResult {
-        columns: names,
-        rows,
-    })
-}
-
-fn limits(q: &Query) -> SqlResult<(Option<usize>, usize)> {
-    let count = |e: &Expr| -> SqlResult<usize> {
-        let v = const_value(e)?;
-        v.as_u64()
-            .map(|n| n as usize)
-            .ok_or_else(|| format!("{e} is not a row count"))
-    };
-    Ok(match &q.limit_clause {
-        None => (None, 0),
-        Some(LimitClause::LimitOffset { limit, offset, .. }) => (
-            limit.as_ref().map(count).transpose()?,
-            offset
-                .as_ref()
-                .map(|o| count(&o.value))
-                .transpose()?
-                .unwrap_or(0),
-        ),
-        Some(LimitClause::OffsetCommaLimit { offset, limit }) => {
-            (Some(count(limit)?), count(offset)?)
-        }
-    })
-}
-
-/// An ORDER BY key as an expression over the input row: an output column
-/// (by position or name) stands for its expression, as `key_of` reads it.
-fn input_key(e: &Expr, items: &[(String, Expr)]) -> SqlResult<Expr> {
-    if let Expr::Value(v) = e {
-        if let Value::Number(n) = literal(&v.value)? {
-            let i = n
-                .as_u64()
-                .filter(|i| *i >= 1 && (*i as usize) <= items.len())
-                .ok_or_else(|| format!("ORDER BY {n} is not an output column"))?;
-            return Ok(items[i as usize - 1].1.clone());
-        }
-    }
-    if let Some(n) = column_name(e) {
-        if let Some((_, x)) = items.iter().find(|(name, _)| *name == n) {
-            return Ok(x.clone());
-        }
-    }
-    Ok(e.clone())
-}
-
-/// What a SELECT evaluates its output over.
-enum Input {
-    Rows(Vec<Vec<Value>>),
-    Groups(Vec<Folded>),
-}
-
-/// Every partition's rows that pass `filter`, folded into groups on the
-/// owning shards, then merged in partition order.
-async fn fold_scan(
-    shard: &Rc<Shard>,
-    meta: TopicMeta,
-    filter: Option<Expr>,
-    shape: ScanShape,
-    plan: Plan,
-) -> Result<Vec<Folded>, SqlError> {
-    let parts = each_partition(
-        shard,
-        &meta,
-        (meta.clone(), filter, shape, plan.clone()),
-        |p, (meta, filter, shape, plan): (TopicMeta, Option<Expr>, ScanShape, Plan)| async move {
-            fold_partition(&p, &meta, filter.as_ref(), &shape, &plan).await
-        },
-    )
-    .await?;
-    let mut all = Groups::default();
-    for g in parts {
-        all.merge(&plan, g);
-    }
-    Ok(all.finish(&plan))
-}
-
-/// The input columns a SELECT refers to anywhere (`None`: all, for `*`):
-/// the scan fills only these and leaves the others null, so `SELECT
-/// count(*)` over a raw topic holds no copy of its values.
-fn used_columns(
-    sel: &Select,
-    group_by: &[Expr],
-    order: &[(Expr, bool, Option<bool>)],
-    cols: &Columns,
-) -> Option<Vec<bool>> {
-    let mut used = vec![false; cols.0.len()];
-    for item in &sel.projection {
-        match item {
-            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
-                mark_columns(e, cols, &mut used)
-            }
-            _ => return None, // a wildcard
-        }
-    }
-    for e in sel
-        .selection
-        .iter()
-        .chain(sel.having.iter())
-        .chain(group_by)
-        .chain(order.iter().map(|(e, _, _)| e))
-    {
-        mark_columns(e, cols, &mut used);
-    }
-    Some(used)
-}
-
-/// Every partition's rows that pass `filter`, with the columns and at most
-/// the rows `shape` says, read on the owning shards.
-async fn scan(
-    shard: &Rc<Shard>,
-    meta: TopicMeta,
-    filter: Option<Expr>,
-    shape: ScanShape,
-) -> Result<Vec<Vec<Value>>, SqlError> {
-    let parts = each_partition(
-        shard,
-        &meta,
-        (meta.clone(), filter, shape),
-        |p, (meta, filter, shape): (TopicMeta, Option<Expr>, ScanShape)| async move {
-            scan_partition(&p, &meta, filter.as_ref(), &shape).await
-        },
-    )
-    .await?;
-    Ok(parts.into_iter().flatten().collect())
-}
-
-/// Runs `op` with a copy of `arg` on each partition of `meta`, on the shard
-/// that owns it; the answers in partition order.
-async fn each_partition<A, R, F, Fut>(
-    shard: &Rc<Shard>,
-    meta: &TopicMeta,
-    arg: A,
-    op: F,
-) -> Result<Vec<R>, SqlError>
-where
-    A: Clone + Send + 'static,
-    R: Send + 'static,
-    F: Fn(Rc<crate::partition::Partition>, A) -> Fut + Send + Clone + 'static,
-    Fut: std::future::Future<Output = Result<R, String>> + 'static,
-{
-    let work: Vec<_> = (0..meta.partitions())
-        .map(|p| crate::PartitionWork {
-            at: p as usize,
-            tp: crate::TopicPartition::new(meta.name.clone(), p),
-            arg: arg.clone(),
-        })
-        .collect();
-    let answers = shard
-        .on_partitions(work, move |_s, p, a| {
-            let answer = op(p, a);
-            async move {
-                answer
-                    .await
-                    .map_err(|e| crate::error::KafkaError::new(ErrorCode::UnknownServerError, e))
-            }
-        })
-        .await;
-    let mut parts = Vec::with_capacity(answers.len());
-    for (i, r) in answers {
-        parts.push((i, partition_answer(r)?));
-    }
-    parts.sort_by_key(|(i, _)| *i);
-    Ok(parts.into_iter().map(|(_, r)| r).collect())
-}
-
-/// One partition's part of a scan. A failure while reading its rows (a
-/// WHERE or an aggregate that fails on some row, a statement past the scan
-/// limit) is the statement's fault; any other is the node's.
-fn partition_answer<T>(r: Result<T, crate::error::KafkaError>) -> Result<T, SqlError> {
-    match r {
-        Ok(v) => Ok(v),
-        Err(e) if e.code == ErrorCode::UnknownServerError => Err(SqlError::Statement(e.message)),
-        Err(e) => Err(SqlError::Node(e.message)),
-    }
 }

@@ -4,6 +4,7 @@
 //! consumer reads them as JSON, a keyed table's deletes as tombstones) and
 //! SQL reads the same log ([`scan`]).
 
+pub mod keyed;
 pub mod row;
 pub mod scan;
 pub mod schema;

@@ -1,10 +1,8 @@
 //! Reading a table's rows from its log, on the shard that owns the
 //! partition: a typed table's stored rows (a keyed table's latest row per
-//! key), or a raw topic's records as `_partition`, `_offset`,
+//! key, `keyed`), or a raw topic's records as `_partition`, `_offset`,
 //! `_timestamp`, `_key`, `_value`, `_headers`.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::rc::Rc;
 
@@ -17,16 +15,27 @@ use super::schema::{format_timestamp, TableSchema, RAW_COLUMNS};
 use super::MAX_DECOMPRESSED;
 use crate::catalog::TopicMeta;
 use crate::partition::Partition;
-use crate::sql::eval::{compare_keys, Columns, Eval, Scope};
+use crate::shard::Shard;
+use crate::sql::eval::{Columns, Eval, Scope};
 use crate::sql::fold::{Groups, Plan};
+use crate::sql::value::{compare_keys, SortDir};
 
-/// A keyed table partition's current rows, kept up to date from the log.
-#[derive(Default)]
-pub struct KeyedRows {
-    /// Every record below this offset is applied.
-    upto: i64,
-    /// Key → (offset of its latest row, the row).
-    rows: HashMap<Vec<u8>, (i64, Vec<Value>)>,
+/// Why one partition's scan failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScanError {
+    /// The statement's fault: a WHERE or an aggregate that fails on some
+    /// row, or more rows or groups than the scan limit allows.
+    Statement(String),
+    /// The node's: the log could not be read, or holds a batch that does
+    /// not decode.
+    Read(String),
+}
+
+/// What evaluating a statement over a row says is wrong is the statement's.
+impl From<String> for ScanError {
+    fn from(why: String) -> Self {
+        ScanError::Statement(why)
+    }
 }
 
 /// What a scan gathers from each partition: the first `cap` rows that pass
@@ -46,7 +55,7 @@ pub struct ScanShape {
 #[derive(Clone, Debug)]
 pub struct TopK {
     pub keys: Vec<Expr>,
-    pub dirs: Vec<(bool, Option<bool>)>,
+    pub dirs: Vec<SortDir>,
     pub keep: usize,
 }
 
@@ -88,7 +97,7 @@ pub fn columns(meta: &TopicMeta) -> Vec<String> {
 }
 
 /// A stored row (a JSON object) as values in column order.
-fn typed_row(schema: &TableSchema, value: &[u8]) -> Vec<Value> {
+pub(super) fn typed_row(schema: &TableSchema, value: &[u8]) -> Vec<Value> {
     let mut b = value.to_vec();
     match simd_json::serde::from_slice::<Value>(&mut b) {
         Ok(Value::Object(mut o)) => schema
@@ -129,15 +138,18 @@ fn raw_row(partition: i32, r: &Record, shape: &ScanShape) -> Vec<Value> {
 
 /// Calls `f` on every record from `from` to the high watermark, in order,
 /// until `f` says to stop.
-async fn each_record(
+pub(super) async fn each_record(
     p: &Partition,
     from: i64,
-    f: &mut dyn FnMut(&Record) -> Result<ControlFlow<()>, String>,
-) -> Result<i64, String> {
+    f: &mut dyn FnMut(&Record) -> Result<ControlFlow<()>, ScanError>,
+) -> Result<i64, ScanError> {
     let hw = p.log.high_watermark();
     let mut offset = from.max(p.log.log_start());
     while offset < hw {
-        let read = p.read(offset, 1 << 20).await.map_err(|e| e.message)?;
+        let read = p
+            .read(offset, 1 << 20)
+            .await
+            .map_err(|e| ScanError::Read(format!("{}-{}: {}", p.topic, p.index, e.message)))?;
         // Batches are parsed from one piece (a scan may copy; fetches don't).
         let records = read.records.to_bytes();
         let mut advanced = false;
@@ -147,7 +159,7 @@ async fn each_record(
             }
             let batch = records.slice(pos..pos + h.total_len());
             let rows = batch_records(&batch, &h, MAX_DECOMPRESSED)
-                .map_err(|e| format!("{}-{}: {e}", p.topic, p.index))?;
+                .map_err(|e| ScanError::Read(format!("{}-{}: {e}", p.topic, p.index)))?;
             for r in rows.iter().filter(|r| r.offset >= offset) {
                 if f(r)?.is_break() {
                     return Ok(r.offset + 1);
@@ -157,10 +169,10 @@ async fn each_record(
             advanced = true;
         }
         if !advanced {
-            return Err(format!(
+            return Err(ScanError::Read(format!(
                 "{}-{}: no batch at offset {offset}",
                 p.topic, p.index
-            ));
+            )));
         }
     }
     Ok(offset)
@@ -170,16 +182,17 @@ async fn each_record(
 /// offset order, with the columns `shape` uses (the filter must use only
 /// those), until `sink` says to stop.
 async fn scan_rows(
+    shard: &Shard,
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
     shape: &ScanShape,
-    sink: &mut dyn FnMut(Vec<Value>) -> Result<ControlFlow<()>, String>,
-) -> Result<(), String> {
+    sink: &mut dyn FnMut(Vec<Value>) -> Result<ControlFlow<()>, ScanError>,
+) -> Result<(), ScanError> {
     let cols = Columns(columns(meta));
     let eval = Eval { cols: &cols };
     // Rows are filtered as they are read, so only the kept ones are held.
-    let mut keep = |row: Vec<Value>| -> Result<ControlFlow<()>, String> {
+    let mut keep = |row: Vec<Value>| -> Result<ControlFlow<()>, ScanError> {
         if filter.map_or(Ok(true), |f| eval.passes(f, &row))? {
             sink(row)
         } else {
@@ -198,11 +211,9 @@ async fn scan_rows(
             .await?;
         }
         Some(schema) => {
-            refresh_keyed(p, schema).await?;
-            let state = p.keyed.borrow();
-            let mut rows: Vec<&(i64, Vec<Value>)> = state.rows.values().collect();
-            rows.sort_by_key(|(offset, _)| *offset);
-            for (_, r) in rows {
+            let rows = shard.keyed.refreshed(p, schema).await?;
+            let rows = rows.borrow();
+            for r in rows.in_offset_order() {
                 if keep(shape.trim(r.clone()))?.is_break() {
                     break;
                 }
@@ -214,13 +225,13 @@ async fn scan_rows(
 
 /// The error for a partition whose rows or groups pass its share of
 /// `--sql-max-scan-bytes`.
-fn too_much(p: &Partition, shape: &ScanShape, what: &str) -> String {
-    format!(
+fn too_much(p: &Partition, shape: &ScanShape, what: &str) -> ScanError {
+    ScanError::Statement(format!(
         "{}-{}: the {what} this statement gathers pass {} bytes, this partition's \
          share of the node's limit (--sql-max-scan-bytes); narrow it with WHERE or \
          LIMIT, or name fewer columns",
         p.topic, p.index, shape.max_bytes
-    )
+    ))
 }
 
 /// The rows of one partition that pass `filter`, in offset order: all of
@@ -228,13 +239,14 @@ fn too_much(p: &Partition, shape: &ScanShape, what: &str) -> String {
 /// best `shape.top` in key order (the scan reads every row, holding at
 /// most twice that many).
 pub async fn scan_partition(
+    shard: &Shard,
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
     shape: &ScanShape,
-) -> Result<Vec<Vec<Value>>, String> {
+) -> Result<Vec<Vec<Value>>, ScanError> {
     if let Some(top) = &shape.top {
-        return top_partition(p, meta, filter, shape, top).await;
+        return top_partition(shard, p, meta, filter, shape, top).await;
     }
     let cap = shape.cap.unwrap_or(usize::MAX);
     let mut out = Vec::new();
@@ -242,7 +254,7 @@ pub async fn scan_partition(
         return Ok(out);
     }
     let mut held = 0usize;
-    scan_rows(p, meta, filter, shape, &mut |row| {
+    scan_rows(shard, p, meta, filter, shape, &mut |row| {
         held += row_bytes(&row);
         if held > shape.max_bytes {
             return Err(too_much(p, shape, "rows"));
@@ -259,12 +271,13 @@ pub async fn scan_partition(
 }
 
 async fn top_partition(
+    shard: &Shard,
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
     shape: &ScanShape,
     top: &TopK,
-) -> Result<Vec<Vec<Value>>, String> {
+) -> Result<Vec<Vec<Value>>, ScanError> {
     let cols = Columns(columns(meta));
     let eval = Eval { cols: &cols };
     let mut best: Vec<(Vec<Value>, Vec<Value>)> = Vec::new(); // (keys, row)
@@ -276,12 +289,12 @@ async fn top_partition(
         best.iter().map(|(k, r)| row_bytes(k) + row_bytes(r)).sum()
     };
     if top.keep > 0 {
-        scan_rows(p, meta, filter, shape, &mut |row| {
+        scan_rows(shard, p, meta, filter, shape, &mut |row| {
             let keys: Vec<Value> = top
                 .keys
                 .iter()
                 .map(|k| eval.eval(k, &Scope::Row(&row)))
-                .collect::<Result<_, _>>()?;
+                .collect::<Result<_, String>>()?;
             held += row_bytes(&keys) + row_bytes(&row);
             best.push((keys, row));
             // Trimmed every `keep` rows past `keep`, or sooner when what is
@@ -304,17 +317,18 @@ async fn top_partition(
 /// are read (see `sql::fold`): what is held is a first row and the
 /// aggregates' states per group, whatever the partition's size.
 pub async fn fold_partition(
+    shard: &Shard,
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
     shape: &ScanShape,
     plan: &Plan,
-) -> Result<Groups, String> {
+) -> Result<Groups, ScanError> {
     let cols = Columns(columns(meta));
     let eval = Eval { cols: &cols };
     let mut groups = Groups::default();
     let mut held = 0usize;
-    scan_rows(p, meta, filter, shape, &mut |row| {
+    scan_rows(shard, p, meta, filter, shape, &mut |row| {
         let bytes = row_bytes(&row);
         let key = groups.add(&eval, plan, row)?;
         if key > 0 {
@@ -327,43 +341,4 @@ pub async fn fold_partition(
     })
     .await?;
     Ok(groups)
-}
-
-/// Applies the records appended since the last scan to a keyed table's rows.
-async fn refresh_keyed(p: &Partition, schema: &TableSchema) -> Result<(), String> {
-    let start = p.log.log_start();
-    let from = {
-        let mut st = p.keyed.borrow_mut();
-        if st.upto < start {
-            // Retention moved the log start past what was applied: rows
-            // before it are gone from the log, so they go here too.
-            *st = KeyedRows {
-                upto: start,
-                rows: HashMap::new(),
-            };
-        }
-        st.upto
-    };
-    let keyed: &RefCell<KeyedRows> = &p.keyed;
-    each_record(p, from, &mut |r| {
-        let mut st = keyed.borrow_mut();
-        // A concurrent scan may have applied this record already.
-        if r.offset < st.upto {
-            return Ok(ControlFlow::Continue(()));
-        }
-        if let Some(k) = &r.key {
-            match &r.value {
-                Some(v) => {
-                    st.rows.insert(k.to_vec(), (r.offset, typed_row(schema, v)));
-                }
-                None => {
-                    st.rows.remove(&k[..]);
-                }
-            }
-        }
-        st.upto = r.offset + 1;
-        Ok(ControlFlow::Continue(()))
-    })
-    .await?;
-    Ok(())
 }

@@ -2,9 +2,9 @@
 //! together, applied in the order prepared (`Flights`), failures and
 //! retries.
 
+use super::flights::Takeoff;
 use crate::segment::align_up;
 use crate::StorageError;
-use futures::channel::oneshot;
 
 use super::ahead::{ahead_of, PREALLOCATE_BYTES, PREALLOCATE_MIN_BYTES};
 use super::*;
@@ -58,9 +58,7 @@ impl PartitionLog {
                 return Ok((st.durable_offset, None));
             }
             let mut flights = self.flights.borrow_mut();
-            let in_flight = !flights.queue.is_empty();
-            let pad = in_flight || flights.overlapped;
-            flights.overlapped = in_flight;
+            let Takeoff { in_flight, pad } = flights.takeoff();
             let retry = st.failed.is_some();
             // A retry writes again what void flights may still be writing.
             let mut must_wait = retry && in_flight;
@@ -86,16 +84,8 @@ impl PartitionLog {
                 })
                 .collect();
             jobs.reverse(); // oldest segment first
-            let id = flights.next_id;
-            flights.next_id += 1;
-            flights.queue.push_back(Flight {
-                id,
-                target: st.next_offset,
-                ends: jobs.iter().map(|j| (j.base, j.end)).collect(),
-                landed: false,
-                void: false,
-                clears_failure: retry,
-            });
+            let ends = jobs.iter().map(|j| (j.base, j.end)).collect();
+            let id = flights.prepare(st.next_offset, ends, retry);
             (id, jobs, must_wait)
         };
         let t0 = std::time::Instant::now();
@@ -156,32 +146,24 @@ impl PartitionLog {
 
     /// Waits until every flight prepared before `id` has landed (or failed).
     pub(super) async fn wait_for_earlier(&self, id: u64) {
-        let rx = {
-            let mut flights = self.flights.borrow_mut();
-            if flights.queue.front().is_none_or(|f| f.id >= id) {
-                return;
-            }
-            let (tx, rx) = oneshot::channel();
-            flights.waiting.push((id, tx));
-            rx
-        };
-        let _ = rx.await;
+        let rx = self.flights.borrow_mut().wait_for_earlier(id);
+        if let Some(rx) = rx {
+            let _ = rx.await;
+        }
     }
 
     /// Waits until no flush is in flight.
     pub(super) async fn wait_idle(&self) {
-        let id = self.flights.borrow().next_id;
+        let id = self.flights.borrow().next_id();
         self.wait_for_earlier(id).await;
     }
 
     /// A flight's writes landed: it, and the landed flights after it,
     /// are applied once nothing before them is in flight.
     pub(super) fn flight_landed(&self, id: u64) {
-        let mut flights = self.flights.borrow_mut();
-        if let Some(f) = flights.queue.iter_mut().find(|f| f.id == id) {
-            f.landed = true;
-        }
-        flights.settle(&mut self.state.borrow_mut());
+        self.flights
+            .borrow_mut()
+            .landed(id, &mut self.state.borrow_mut());
     }
 
     /// A flight's write failed: the log is failed (appends are refused
@@ -189,13 +171,8 @@ impl PartitionLog {
     /// and every byte not durable is written again by the next flush.
     pub(super) fn flight_failed(&self, id: u64, why: String) -> StorageError {
         let err = self.fail(why);
-        let mut flights = self.flights.borrow_mut();
-        flights.queue.retain(|f| f.id != id);
-        for f in flights.queue.iter_mut().filter(|f| f.id > id) {
-            f.void = true;
-        }
         let mut st = self.state.borrow_mut();
-        flights.settle(&mut st);
+        self.flights.borrow_mut().failed(id, &mut st);
         for seg in st.unsealed_mut() {
             seg.flush_failed();
         }

@@ -7,17 +7,17 @@
 //! storage (written with O_DSYNC, see `segment`); readers never see past it.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use futures::channel::oneshot;
 use glommio::sync::Semaphore;
 
 use crate::chunks::Chunks;
 use crate::producer_state::ProducerStates;
 use crate::segment::{log_path, snapshot_path, Segment};
 use crate::StorageError;
+use flights::Flights;
 
 /// Settings of one partition's log (a topic's configs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,7 @@ impl Default for LogConfig {
 
 mod ahead;
 mod append;
+mod flights;
 mod flush;
 mod flusher;
 mod read;
@@ -99,7 +100,7 @@ impl LogState {
     }
 
     /// Applies a flight that landed after every one before it.
-    fn apply(&mut self, f: &Flight) {
+    fn apply(&mut self, f: &flights::Flight) {
         if f.void {
             return;
         }
@@ -117,7 +118,14 @@ impl LogState {
             f.target,
             self.next_offset
         );
-        self.durable_offset = self.durable_offset.max(f.target);
+        assert!(
+            f.target >= self.durable_offset,
+            "flight {} would move the high watermark back from {} to {}",
+            f.id,
+            self.durable_offset,
+            f.target
+        );
+        self.durable_offset = f.target;
         if f.clears_failure {
             self.failed = None;
         }
@@ -132,69 +140,6 @@ impl LogState {
 pub struct FlushTimes {
     pub wait: std::time::Duration,
     pub write: std::time::Duration,
-}
-
-/// A flush whose write may be in flight. Flushes land in any order but
-/// count in the order they were prepared: what one made durable is applied
-/// (the segments' durable sizes, the high watermark) once it and every
-/// flush before it have landed.
-struct Flight {
-    id: u64,
-    /// The log end when it was prepared: the high watermark once applied.
-    target: i64,
-    /// Each segment it writes, and the end it writes to.
-    ends: Vec<(i64, u64)>,
-    landed: bool,
-    /// Prepared before a flush that failed: landing applies nothing (the
-    /// retry writes its bytes again).
-    void: bool,
-    /// A retry after a failure: applying it clears the failure.
-    clears_failure: bool,
-}
-
-#[derive(Default)]
-struct Flights {
-    next_id: u64,
-    queue: VecDeque<Flight>,
-    /// Flushes waiting until no flight prepared before theirs is in the
-    /// queue: (their id, the signal).
-    waiting: Vec<(u64, oneshot::Sender<()>)>,
-    /// Whether the last flush was prepared while another was in flight
-    /// (the next one pads too: under load, flushes follow each other).
-    overlapped: bool,
-}
-
-impl Flights {
-    /// Applies the landed flights at the front of the queue (nothing
-    /// before them is in flight any more), then wakes the flushes that no
-    /// earlier flight holds back.
-    fn settle(&mut self, st: &mut LogState) {
-        while self.queue.front().is_some_and(|f| f.landed) {
-            let f = self.queue.pop_front().expect("a flight");
-            // Flights apply in the order they were prepared.
-            assert!(
-                self.queue.front().is_none_or(|next| next.id > f.id),
-                "flight {} applied before an earlier one",
-                f.id
-            );
-            st.apply(&f);
-        }
-        self.wake();
-    }
-
-    /// Wakes the flushes that no earlier flight holds back any more.
-    fn wake(&mut self) {
-        let front = self.queue.front().map_or(u64::MAX, |f| f.id);
-        let mut i = 0;
-        while i < self.waiting.len() {
-            if self.waiting[i].0 <= front {
-                let (_, tx) = self.waiting.swap_remove(i);
-                let _ = tx.send(());
-            } else {
-                i += 1;
-            }
-        }
-    }
 }
 
 /// Writes all of `buf` at `pos`: glommio returns how much a direct write

@@ -1,0 +1,595 @@
+//! SELECT: `SelectPlan::new` parses and checks a query against the
+//! catalog (no I/O: testable without a node); `execute` gathers its input
+//! from the owners of the table's partitions (rows or folded groups, see
+//! `table::scan`) and makes the answer on the shard that took the request:
+//! HAVING, the output columns, DISTINCT, ORDER BY, OFFSET and LIMIT.
+
+use std::rc::Rc;
+
+use serde_json::Value;
+use sqlparser::ast::{
+    Expr, GroupByExpr, LimitClause, OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor,
+};
+
+use super::eval::{
+    check_columns, column_name, has_aggregate, mark_columns, Columns, Eval, Scope, SqlResult,
+};
+use super::fold::{self, Folded, Groups, Plan};
+use super::value::{compare_keys, literal, SortDir};
+use super::{const_value, table_name, QueryResult, SqlError};
+use crate::catalog::{Catalog, TopicMeta};
+use crate::shard::Shard;
+use crate::table::scan::{columns, fold_partition, scan_partition, ScanError, ScanShape, TopK};
+
+/// An ORDER BY key: an expression (an output column by name or position,
+/// or one over the input) and its direction.
+#[derive(Debug, Clone)]
+pub struct OrderKey {
+    pub expr: Expr,
+    pub dir: SortDir,
+}
+
+/// A SELECT checked against the catalog: what to read, where to filter,
+/// how to fold, and how to make the answer.
+#[derive(Debug)]
+pub struct SelectPlan {
+    /// The table read (`None`: a SELECT without FROM reads one empty row).
+    table: Option<TopicMeta>,
+    /// The input columns.
+    cols: Columns,
+    /// The output columns: names and expressions.
+    items: Vec<(String, Expr)>,
+    filter: Option<Expr>,
+    having: Option<Expr>,
+    order: Vec<OrderKey>,
+    /// How a grouped query (GROUP BY, aggregates or HAVING) is folded.
+    fold: Option<Plan>,
+    limit: Option<usize>,
+    offset: usize,
+    distinct: bool,
+    /// What each partition's owner gathers (with a table).
+    shape: Option<ScanShape>,
+}
+
+/// What a SELECT evaluates its output over.
+enum Input {
+    Rows(Vec<Vec<Value>>),
+    Groups(Vec<Folded>),
+}
+
+impl SelectPlan {
+    /// Parses and checks `q`: its table exists, every column it names is
+    /// the table's, aggregates stay out of WHERE. `max_scan_bytes` is the
+    /// node's bound on what a statement gathers (shared by the partitions).
+    pub fn new(q: &Query, catalog: &Catalog, max_scan_bytes: usize) -> Result<Self, SqlError> {
+        let SetExpr::Select(sel) = q.body.as_ref() else {
+            return Err(format!("unsupported query: {}", q.body).into());
+        };
+        let sel: &Select = sel;
+        if sel.from.len() > 1 || sel.from.iter().any(|f| !f.joins.is_empty()) {
+            return Err("joins are not supported: select from one table"
+                .to_string()
+                .into());
+        }
+        let table = match sel.from.first() {
+            None => None,
+            Some(f) => {
+                let TableFactor::Table { name, .. } = &f.relation else {
+                    return Err(format!("unsupported FROM: {}", f.relation).into());
+                };
+                let name = table_name(name);
+                Some(
+                    catalog
+                        .topic(&name)
+                        .ok_or_else(|| format!("no table {name}"))?
+                        .clone(),
+                )
+            }
+        };
+        let cols = Columns(table.as_ref().map(columns).unwrap_or_default());
+        if let Some(w) = &sel.selection {
+            check_columns(w, &cols)?;
+            if has_aggregate(w) {
+                return Err("aggregates are not allowed in WHERE".to_string().into());
+            }
+        }
+        let items = output_items(sel, &cols)?;
+        let group_by: Vec<Expr> = match &sel.group_by {
+            GroupByExpr::Expressions(e, _) => e.clone(),
+            GroupByExpr::All(_) => return Err("GROUP BY ALL is not supported".to_string().into()),
+        };
+        for g in &group_by {
+            check_columns(g, &cols)?;
+        }
+        if let Some(h) = &sel.having {
+            check_columns(h, &cols)?;
+        }
+        let grouped = !group_by.is_empty()
+            || items.iter().any(|(_, e)| has_aggregate(e))
+            || sel.having.is_some();
+        let order: Vec<OrderKey> = match q.order_by.as_ref().map(|o| &o.kind) {
+            None => Vec::new(),
+            Some(OrderByKind::Expressions(list)) => list
+                .iter()
+                .map(|o| OrderKey {
+                    expr: o.expr.clone(),
+                    dir: SortDir {
+                        asc: o.options.asc.unwrap_or(true),
+                        nulls_first: o.options.nulls_first,
+                    },
+                })
+                .collect(),
+            Some(OrderByKind::All(_)) => {
+                return Err("ORDER BY ALL is not supported".to_string().into())
+            }
+        };
+        // A grouped query is folded as its rows are read (`fold`).
+        let fold = if grouped {
+            Some(Plan {
+                aggregates: fold::aggregates(
+                    items
+                        .iter()
+                        .map(|(_, e)| e)
+                        .chain(sel.having.iter())
+                        .chain(order.iter().map(|k| &k.expr)),
+                )?,
+                group_by: group_by.clone(),
+            })
+        } else {
+            None
+        };
+        let (limit, offset) = limits(q)?;
+        let distinct = sel.distinct.is_some();
+        let shape = match &table {
+            None => None,
+            Some(meta) => {
+                // With ORDER BY and LIMIT (no grouping, no DISTINCT), each
+                // partition keeps only its best OFFSET + LIMIT rows by the
+                // same keys: the answer is among them.
+                let top = match limit {
+                    Some(l) if !grouped && !order.is_empty() && !distinct => Some(TopK {
+                        keys: order
+                            .iter()
+                            .map(|k| input_key(&k.expr, &items))
+                            .collect::<SqlResult<_>>()?,
+                        dirs: order.iter().map(|k| k.dir).collect(),
+                        keep: offset.saturating_add(l),
+                    }),
+                    _ => None,
+                };
+                // With a LIMIT and nothing that needs every row first, the
+                // first OFFSET + LIMIT rows of each partition hold every
+                // row the answer can take (rows come out in partition, then
+                // offset order): `SELECT * FROM t LIMIT 10` reads ten rows
+                // a partition.
+                let needs_all = grouped || !order.is_empty() || distinct;
+                Some(ScanShape {
+                    cap: limit
+                        .filter(|_| !needs_all)
+                        .map(|l| offset.saturating_add(l)),
+                    used: used_columns(sel, &group_by, &order, &cols),
+                    max_bytes: max_scan_bytes / meta.partitions().max(1) as usize,
+                    top,
+                })
+            }
+        };
+        Ok(SelectPlan {
+            table,
+            cols,
+            items,
+            filter: sel.selection.clone(),
+            having: sel.having.clone(),
+            order,
+            fold,
+            limit,
+            offset,
+            distinct,
+            shape,
+        })
+    }
+
+    /// Gathers the input and makes the answer.
+    pub async fn execute(self, shard: &Rc<Shard>) -> Result<QueryResult, SqlError> {
+        let input = self.input(shard).await?;
+        Ok(self.answer(input)?)
+    }
+
+    /// The table's rows or groups, read where its partitions live and
+    /// filtered there; or one empty row for a SELECT without FROM.
+    async fn input(&self, shard: &Rc<Shard>) -> Result<Input, SqlError> {
+        if let (Some(meta), Some(shape)) = (&self.table, &self.shape) {
+            return Ok(match &self.fold {
+                Some(plan) => {
+                    let arg = (
+                        meta.clone(),
+                        self.filter.clone(),
+                        shape.clone(),
+                        plan.clone(),
+                    );
+                    let parts = each_partition(shard, meta, arg, |s, p, arg| async move {
+                        let (meta, filter, shape, plan) = arg;
+                        fold_partition(&s, &p, &meta, filter.as_ref(), &shape, &plan).await
+                    })
+                    .await?;
+                    let mut all = Groups::default();
+                    for g in parts {
+                        all.merge(plan, g);
+                    }
+                    Input::Groups(all.finish(plan))
+                }
+                None => {
+                    let arg = (meta.clone(), self.filter.clone(), shape.clone());
+                    let parts = each_partition(shard, meta, arg, |s, p, arg| async move {
+                        let (meta, filter, shape) = arg;
+                        scan_partition(&s, &p, &meta, filter.as_ref(), &shape).await
+                    })
+                    .await?;
+                    Input::Rows(parts.into_iter().flatten().collect())
+                }
+            });
+        }
+        let eval = Eval { cols: &self.cols };
+        let passes = match &self.filter {
+            Some(w) => eval.passes(w, &[])?,
+            None => true,
+        };
+        let rows: Vec<Vec<Value>> = if passes { vec![Vec::new()] } else { Vec::new() };
+        Ok(match &self.fold {
+            Some(plan) => {
+                let mut groups = Groups::default();
+                for r in rows {
+                    groups.add(&eval, plan, r)?;
+                }
+                Input::Groups(groups.finish(plan))
+            }
+            None => Input::Rows(rows),
+        })
+    }
+
+    /// The answer from the input: HAVING, the output columns, DISTINCT,
+    /// ORDER BY, OFFSET and LIMIT.
+    fn answer(&self, input: Input) -> SqlResult<QueryResult> {
+        let eval = Eval { cols: &self.cols };
+        let names: Vec<String> = self.items.iter().map(|(n, _)| n.clone()).collect();
+        // An ORDER BY key: an output column (by name or position) or an
+        // expression over the input.
+        let key_of = |e: &Expr, output: &[Value], scope: &Scope| -> SqlResult<Value> {
+            if let Expr::Value(v) = e {
+                if let Value::Number(n) = literal(&v.value)? {
+                    let i = n
+                        .as_u64()
+                        .filter(|i| *i >= 1 && (*i as usize) <= output.len());
+                    let i = i.ok_or_else(|| format!("ORDER BY {n} is not an output column"))?;
+                    return Ok(output[i as usize - 1].clone());
+                }
+            }
+            if let Some(n) = column_name(e) {
+                if let Some(i) = names.iter().position(|x| *x == n) {
+                    return Ok(output[i].clone());
+                }
+            }
+            check_columns(e, &self.cols)?;
+            eval.eval(e, scope)
+        };
+        // What each output row is evaluated over: a folded group (grouped
+        // queries) or one row.
+        let scopes: Vec<Scope> = match &input {
+            Input::Rows(rows) => rows.iter().map(|r| Scope::Row(r)).collect(),
+            Input::Groups(groups) => groups.iter().map(Scope::Group).collect(),
+        };
+        // Each output row with its ORDER BY keys.
+        let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
+        for scope in &scopes {
+            if let (Some(h), Scope::Group(_)) = (&self.having, scope) {
+                if eval.eval(h, scope)? != Value::Bool(true) {
+                    continue;
+                }
+            }
+            let output: Vec<Value> = self
+                .items
+                .iter()
+                .map(|(_, e)| eval.eval(e, scope))
+                .collect::<SqlResult<_>>()?;
+            let keys = self
+                .order
+                .iter()
+                .map(|k| key_of(&k.expr, &output, scope))
+                .collect::<SqlResult<_>>()?;
+            out.push((output, keys));
+        }
+        if self.distinct {
+            let mut seen = std::collections::HashSet::new();
+            out.retain(|(o, _)| seen.insert(serde_json::to_string(o).expect("values serialise")));
+        }
+        if !self.order.is_empty() {
+            let dirs: Vec<SortDir> = self.order.iter().map(|k| k.dir).collect();
+            out.sort_by(|(_, a), (_, b)| compare_keys(&dirs, a, b));
+        }
+        let rows = out
+            .into_iter()
+            .skip(self.offset)
+            .take(self.limit.unwrap_or(usize::MAX))
+            .map(|(o, _)| o)
+            .collect();
+        Ok(QueryResult {
+            columns: names,
+            rows,
+        })
+    }
+}
+
+/// The output columns: a wildcard's input columns, or each expression
+/// with its alias (or its column name, or its text).
+fn output_items(sel: &Select, cols: &Columns) -> SqlResult<Vec<(String, Expr)>> {
+    let mut items = Vec::new();
+    for item in &sel.projection {
+        match item {
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                for c in &cols.0 {
+                    items.push((c.clone(), Expr::Identifier(sqlparser::ast::Ident::new(c))));
+                }
+            }
+            SelectItem::UnnamedExpr(e) => {
+                check_columns(e, cols)?;
+                items.push((column_name(e).unwrap_or_else(|| e.to_string()), e.clone()));
+            }
+            SelectItem::ExprWithAlias { expr, alias } => {
+                check_columns(expr, cols)?;
+                items.push((alias.value.clone(), expr.clone()));
+            }
+        }
+    }
+    Ok(items)
+}
+
+/// LIMIT (none: all rows) and OFFSET (none: 0).
+fn limits(q: &Query) -> SqlResult<(Option<usize>, usize)> {
+    let count = |e: &Expr| -> SqlResult<usize> {
+        let v = const_value(e)?;
+        v.as_u64()
+            .map(|n| n as usize)
+            .ok_or_else(|| format!("{e} is not a row count"))
+    };
+    Ok(match &q.limit_clause {
+        None => (None, 0),
+        Some(LimitClause::LimitOffset { limit, offset, .. }) => (
+            limit.as_ref().map(count).transpose()?,
+            offset
+                .as_ref()
+                .map(|o| count(&o.value))
+                .transpose()?
+                .unwrap_or(0),
+        ),
+        Some(LimitClause::OffsetCommaLimit { offset, limit }) => {
+            (Some(count(limit)?), count(offset)?)
+        }
+    })
+}
+
+/// An ORDER BY key as an expression over the input row: an output column
+/// (by position or name) stands for its expression, as `answer` reads it.
+fn input_key(e: &Expr, items: &[(String, Expr)]) -> SqlResult<Expr> {
+    if let Expr::Value(v) = e {
+        if let Value::Number(n) = literal(&v.value)? {
+            let i = n
+                .as_u64()
+                .filter(|i| *i >= 1 && (*i as usize) <= items.len())
+                .ok_or_else(|| format!("ORDER BY {n} is not an output column"))?;
+            return Ok(items[i as usize - 1].1.clone());
+        }
+    }
+    if let Some(n) = column_name(e) {
+        if let Some((_, x)) = items.iter().find(|(name, _)| *name == n) {
+            return Ok(x.clone());
+        }
+    }
+    Ok(e.clone())
+}
+
+/// The input columns a SELECT refers to anywhere (`None`: all, for `*`):
+/// the scan fills only these and leaves the others null, so `SELECT
+/// count(*)` over a raw topic holds no copy of its values.
+fn used_columns(
+    sel: &Select,
+    group_by: &[Expr],
+    order: &[OrderKey],
+    cols: &Columns,
+) -> Option<Vec<bool>> {
+    let mut used = vec![false; cols.0.len()];
+    for item in &sel.projection {
+        match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                mark_columns(e, cols, &mut used)
+            }
+            _ => return None, // a wildcard
+        }
+    }
+    for e in sel
+        .selection
+        .iter()
+        .chain(sel.having.iter())
+        .chain(group_by)
+        .chain(order.iter().map(|k| &k.expr))
+    {
+        mark_columns(e, cols, &mut used);
+    }
+    Some(used)
+}
+
+/// Runs `op` with a copy of `arg` on each partition of `meta`, on the shard
+/// that owns it; the answers in partition order. A scan's own failure (a
+/// WHERE or an aggregate that fails on some row, a statement past the scan
+/// limit) is the statement's; a read that fails, or a partition or shard
+/// that does not answer, is the node's.
+async fn each_partition<A, R, F, Fut>(
+    shard: &Rc<Shard>,
+    meta: &TopicMeta,
+    arg: A,
+    op: F,
+) -> Result<Vec<R>, SqlError>
+where
+    A: Clone + Send + 'static,
+    R: Send + 'static,
+    F: Fn(Rc<Shard>, Rc<crate::partition::Partition>, A) -> Fut + Send + Clone + 'static,
+    Fut: std::future::Future<Output = Result<R, ScanError>> + 'static,
+{
+    let work: Vec<_> = (0..meta.partitions())
+        .map(|p| crate::PartitionWork {
+            at: p as usize,
+            tp: crate::TopicPartition::new(meta.name.clone(), p),
+            arg: arg.clone(),
+        })
+        .collect();
+    let answers = shard
+        .on_partitions(work, move |s, p, a| {
+            let answer = op(s, p, a);
+            async move { Ok(answer.await) }
+        })
+        .await;
+    let mut parts = Vec::with_capacity(answers.len());
+    for (i, r) in answers {
+        let part = match r {
+            Ok(Ok(part)) => part,
+            Ok(Err(ScanError::Statement(why))) => return Err(SqlError::Statement(why)),
+            Ok(Err(ScanError::Read(why))) => return Err(SqlError::Node(why)),
+            Err(e) => return Err(SqlError::Node(e.message)),
+        };
+        parts.push((i, part));
+    }
+    parts.sort_by_key(|(i, _)| *i);
+    Ok(parts.into_iter().map(|(_, r)| r).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::schema::{Column, ColumnType, TableSchema};
+
+    fn catalog() -> Catalog {
+        let mut c = Catalog::default();
+        let schema = TableSchema {
+            columns: vec![
+                Column {
+                    name: "id".into(),
+                    ty: ColumnType::Int,
+                    not_null: true,
+                    default: None,
+                },
+                Column {
+                    name: "name".into(),
+                    ty: ColumnType::Varchar,
+                    not_null: false,
+                    default: None,
+                },
+            ],
+            primary_key: vec![],
+        };
+        c.topics.insert(
+            "people".into(),
+            TopicMeta {
+                name: "people".into(),
+                id: [1; 16],
+                shards: vec![0, 1, 0, 1],
+                config: Default::default(),
+                schema: Some(schema),
+            },
+        );
+        c
+    }
+
+    fn plan(sql: &str) -> Result<SelectPlan, SqlError> {
+        let mut s = super::super::bounds::parse(sql).map_err(SqlError::Statement)?;
+        let sqlparser::ast::Statement::Query(q) = s.remove(0) else {
+            panic!("not a query: {sql}")
+        };
+        SelectPlan::new(&q, &catalog(), 4 << 20)
+    }
+
+    fn refused(sql: &str) -> String {
+        match plan(sql) {
+            Err(SqlError::Statement(why)) => why,
+            other => panic!("{sql}: expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_plan_says_what_each_partition_gathers() {
+        let p = plan("SELECT name FROM people WHERE id > 3 LIMIT 5 OFFSET 2").unwrap();
+        let shape = p.shape.as_ref().expect("a table is scanned");
+        // Rows in offset order: each partition stops after OFFSET + LIMIT.
+        assert_eq!(shape.cap, Some(7));
+        assert!(shape.top.is_none());
+        // Only the columns named anywhere are filled.
+        assert_eq!(shape.used, Some(vec![true, true]));
+        assert_eq!(shape.max_bytes, (4 << 20) / 4);
+        assert!(p.fold.is_none());
+        let p = plan("SELECT name FROM people").unwrap();
+        assert_eq!(p.shape.unwrap().used, Some(vec![false, true]));
+        let p = plan("SELECT * FROM people").unwrap();
+        assert_eq!(p.shape.unwrap().used, None);
+    }
+
+    #[test]
+    fn order_by_with_limit_keeps_the_best_rows_per_partition() {
+        let p = plan("SELECT id, name AS n FROM people ORDER BY n DESC NULLS FIRST, 1 LIMIT 3")
+            .unwrap();
+        let shape = p.shape.unwrap();
+        assert_eq!(shape.cap, None, "every row is read to find the best");
+        let top = shape.top.expect("a top-k per partition");
+        assert_eq!(top.keep, 3);
+        // Output names and positions stand for their input expressions.
+        let keys: Vec<String> = top.keys.iter().map(|k| k.to_string()).collect();
+        assert_eq!(keys, vec!["name", "id"]);
+        assert_eq!(
+            top.dirs,
+            vec![
+                SortDir {
+                    asc: false,
+                    nulls_first: Some(true)
+                },
+                SortDir {
+                    asc: true,
+                    nulls_first: None
+                }
+            ]
+        );
+        // DISTINCT or grouping need every row: no top-k.
+        assert!(
+            plan("SELECT DISTINCT name FROM people ORDER BY name LIMIT 3")
+                .unwrap()
+                .shape
+                .unwrap()
+                .top
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_grouped_query_is_folded_on_the_owners() {
+        let p =
+            plan("SELECT name, count(*) FROM people GROUP BY name HAVING count(*) > 1").unwrap();
+        let fold = p.fold.expect("folded");
+        assert_eq!(fold.group_by.len(), 1);
+        assert_eq!(fold.aggregates.len(), 1, "count(*) is folded once");
+        assert_eq!(p.shape.unwrap().cap, None);
+    }
+
+    #[test]
+    fn bad_queries_are_refused_before_anything_runs() {
+        assert!(refused("SELECT * FROM nobody").contains("no table nobody"));
+        assert!(refused("SELECT age FROM people").contains("age"));
+        assert!(refused("SELECT * FROM people WHERE count(*) > 1").contains("WHERE"));
+        assert!(refused("SELECT * FROM people, people").contains("joins"));
+        assert!(refused("SELECT * FROM people LIMIT 'x'").contains("row count"));
+    }
+
+    #[test]
+    fn a_select_without_from_is_answered_without_a_node() {
+        let p = plan("SELECT 1 + 2 AS three, 'a' ORDER BY 1").unwrap();
+        assert!(p.shape.is_none());
+        let eval_input = Input::Rows(vec![Vec::new()]);
+        let answer = p.answer(eval_input).unwrap();
+        assert_eq!(answer.columns, vec!["three", "'a'"]);
+        assert_eq!(answer.rows, vec![vec![Value::from(3), Value::from("a")]]);
+    }
+}
