@@ -7,7 +7,7 @@
 //! unwritten, so each fdatasync also writes the extent tree), `append`
 //! extends the file. `--dsync` opens the file O_DSYNC and issues no
 //! fdatasync (each write is durable on return): one operation instead of
-//! two, as weir tried for segments (bench/README.md, session 7).
+//! two, as weir does for segments since 25e36be (bench/HISTORY.md).
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};

@@ -161,6 +161,30 @@ impl<K, A> ByPartition<K, A> {
     }
 }
 
+impl<K, A> ByPartition<K, A> {
+    /// The answers of work handed over as a list (to a group's shard, in
+    /// `work`'s order) that came back as one error code per item in that
+    /// order: per topic, each partition's code in request order.
+    pub fn codes(
+        self,
+        places: Vec<usize>,
+        codes: Vec<ErrorCode>,
+    ) -> Vec<(K, Vec<(i32, ErrorCode)>)> {
+        assert_eq!(places.len(), codes.len(), "one code per item handed over");
+        let results = places.into_iter().zip(codes.into_iter().map(Ok));
+        self.answers(results)
+            .into_iter()
+            .map(|(key, parts)| {
+                let parts = parts
+                    .into_iter()
+                    .map(|(p, r)| (p, r.unwrap_or_else(|e| e.code)))
+                    .collect();
+                (key, parts)
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

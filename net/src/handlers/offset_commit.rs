@@ -62,10 +62,8 @@ pub async fn handle(
         })
         .await
         .unwrap_or_else(|e| vec![e.code; n]);
-    // One code per offset, in the order handed over.
-    let results = places.into_iter().zip(codes.into_iter().map(Ok));
     OffsetCommitResponse::default().with_topics(
-        by.answers(results)
+        by.codes(places, codes)
             .into_iter()
             .map(|(name, parts)| {
                 OffsetCommitResponseTopic::default()
@@ -74,7 +72,6 @@ pub async fn handle(
                         parts
                             .into_iter()
                             .map(|(partition, code)| {
-                                let code = code.unwrap_or_else(|e| e.code);
                                 OffsetCommitResponsePartition::default()
                                     .with_partition_index(partition)
                                     .with_error_code(code.code())

@@ -37,29 +37,24 @@ pub async fn handle(
         .unwrap_or_else(|e| Err(e.code));
     match answer {
         Err(code) => OffsetDeleteResponse::default().with_error_code(code.code()),
-        Ok(codes) => {
-            // One code per partition, in the order handed over.
-            let results = places.into_iter().zip(codes.into_iter().map(Ok));
-            OffsetDeleteResponse::default().with_topics(
-                by.answers(results)
-                    .into_iter()
-                    .map(|(name, parts)| {
-                        OffsetDeleteResponseTopic::default()
-                            .with_name(name)
-                            .with_partitions(
-                                parts
-                                    .into_iter()
-                                    .map(|(partition, code)| {
-                                        let code = code.unwrap_or_else(|e| e.code);
-                                        OffsetDeleteResponsePartition::default()
-                                            .with_partition_index(partition)
-                                            .with_error_code(code.code())
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            )
-        }
+        Ok(codes) => OffsetDeleteResponse::default().with_topics(
+            by.codes(places, codes)
+                .into_iter()
+                .map(|(name, parts)| {
+                    OffsetDeleteResponseTopic::default()
+                        .with_name(name)
+                        .with_partitions(
+                            parts
+                                .into_iter()
+                                .map(|(partition, code)| {
+                                    OffsetDeleteResponsePartition::default()
+                                        .with_partition_index(partition)
+                                        .with_error_code(code.code())
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
     }
 }
