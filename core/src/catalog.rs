@@ -238,6 +238,13 @@ pub struct Catalog {
     /// Bumped by every change.
     pub version: u64,
     pub topics: BTreeMap<String, TopicMeta>,
+    /// Users who sign in (`auth::users`); none: sign-in is off unless a
+    /// role token is set.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub users: BTreeMap<String, crate::auth::users::User>,
+    /// Kafka ACLs, SQL grants among them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acls: Vec<crate::auth::acl::Acl>,
 }
 
 impl Catalog {
@@ -267,7 +274,7 @@ impl Catalog {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Catalog {
                 cluster_id: new_cluster_id(),
                 version: 0,
-                topics: BTreeMap::new(),
+                ..Catalog::default()
             },
             Err(e) => return Err(format!("reading {}: {e}", path.display())),
         };

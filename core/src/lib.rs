@@ -17,6 +17,7 @@
 //!   leftovers).
 //! - [`watchdog`]: wakes a shard that slept through its own wake-up.
 
+pub mod auth;
 pub mod by_partition;
 pub mod cache;
 pub mod catalog;

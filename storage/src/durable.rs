@@ -3,6 +3,7 @@
 //! indexes, producer-state snapshots), and directories synced.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use glommio::io::OpenOptions;
@@ -11,7 +12,9 @@ use crate::StorageError;
 
 /// Replaces `path` with `body` so that a crash at any moment leaves either
 /// the old file or the new one, whole: a temporary file beside it is
-/// written and fsynced, renamed over it, and the directory fsynced.
+/// written and fsynced, renamed over it, and the directory fsynced. The
+/// file is readable by the node's user only (the catalog holds password
+/// hashes).
 pub fn replace(path: &Path, body: &[u8]) -> std::io::Result<()> {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!("{name}.tmp"));
@@ -19,7 +22,12 @@ pub fn replace(path: &Path, body: &[u8]) -> std::io::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut f = std::fs::File::create(&tmp)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
     f.write_all(body)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)?;

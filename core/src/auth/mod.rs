@@ -1,0 +1,334 @@
+//! Who may connect and what they may do.
+//!
+//! Open by default: with no role token and no user, anyone may connect
+//! (with or without SASL) and do anything. Once a role token is set
+//! (`WEIR_ADMIN_TOKEN`, `WEIR_WRITER_TOKEN`, `WEIR_READER_TOKEN`) or a user
+//! exists, sign-in is on: a Kafka client signs in with SASL (PLAIN as
+//! `admin`, `writer` or `reader` with that role's token, or as a user with
+//! its password or one of its tokens; SCRAM-SHA-256/512 as a user) and
+//! HTTP clients with a bearer token or Basic. A role is what it says
+//! (`role_allows`); a user is what the ACLs (`acl`) allow it, SQL grants
+//! included.
+
+pub mod acl;
+pub mod sasl;
+pub mod users;
+
+use std::path::Path;
+
+use acl::{Operation, ResourceType};
+
+use crate::catalog::Catalog;
+
+/// The three roles a token signs in as, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// Describe, consume, use groups.
+    Reader,
+    /// A reader that may also produce.
+    Writer,
+    /// Everything: DDL, configs, users and ACLs too.
+    Admin,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Writer => "writer",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+/// Who a connection or HTTP request acts as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// Not signed in (only where sign-in is off).
+    Anonymous,
+    Role(Role),
+    User(String),
+}
+
+impl Principal {
+    /// As Kafka names principals (`User:name`).
+    pub fn kafka_name(&self) -> String {
+        match self {
+            Principal::Anonymous => "User:ANONYMOUS".into(),
+            Principal::Role(r) => format!("User:{}", r.name()),
+            Principal::User(u) => format!("User:{u}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Principal::Anonymous => write!(f, "anonymous"),
+            Principal::Role(r) => write!(f, "{}", r.name()),
+            Principal::User(u) => write!(f, "user {u}"),
+        }
+    }
+}
+
+/// The role tokens, kept as their SHA-256.
+#[derive(Debug, Clone, Default)]
+pub struct RoleTokens {
+    tokens: Vec<(Role, String)>,
+}
+
+impl RoleTokens {
+    /// Role tokens from `WEIR_ADMIN_TOKEN`, `WEIR_WRITER_TOKEN` and
+    /// `WEIR_READER_TOKEN`, or from files (a file wins over the
+    /// environment; surrounding whitespace is not part of a token).
+    pub fn load(files: &[(Role, Option<&Path>)]) -> Result<RoleTokens, String> {
+        let mut tokens = Vec::new();
+        for &(role, file) in files {
+            let var = format!("WEIR_{}_TOKEN", role.name().to_uppercase());
+            let token = match file {
+                Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+                    format!("reading the {} token {}: {e}", role.name(), path.display())
+                })?),
+                None => std::env::var(&var).ok(),
+            };
+            if let Some(t) = token {
+                let t = t.trim();
+                if t.is_empty() {
+                    return Err(format!("the {} token is empty", role.name()));
+                }
+                tokens.push((role, users::token_hash(t)));
+            }
+        }
+        Ok(RoleTokens { tokens })
+    }
+
+    pub fn from_plain(tokens: &[(Role, &str)]) -> RoleTokens {
+        RoleTokens {
+            tokens: tokens
+                .iter()
+                .map(|(r, t)| (*r, users::token_hash(t)))
+                .collect(),
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
+    /// The role `name` signs in as with `token`, if it is that role's.
+    pub fn role_for(&self, name: &str, token: &str) -> Option<Role> {
+        let hash = users::token_hash(token);
+        self.tokens
+            .iter()
+            .find(|(r, h)| r.name() == name && *h == hash)
+            .map(|(r, _)| *r)
+    }
+
+    /// The role a bearer token signs in as.
+    pub fn role_of_token(&self, token: &str) -> Option<Role> {
+        let hash = users::token_hash(token);
+        self.tokens
+            .iter()
+            .find(|(_, h)| *h == hash)
+            .map(|(r, _)| *r)
+    }
+}
+
+/// Whether clients must sign in: a role token is set or a user exists.
+pub fn sign_in_required(tokens: &RoleTokens, catalog: &Catalog) -> bool {
+    tokens.any() || !catalog.users.is_empty()
+}
+
+/// What a role may do.
+fn role_allows(role: Role, operation: Operation, resource: ResourceType) -> bool {
+    use Operation::*;
+    use ResourceType::*;
+    if role == Role::Admin {
+        return true;
+    }
+    let writer = role >= Role::Writer;
+    match (resource, operation) {
+        (Topic, Read | Describe | DescribeConfigs) => true,
+        (Topic, Write) => writer,
+        (Group, Read | Describe | Delete) => true,
+        (Cluster, Describe | DescribeConfigs) => true,
+        (Cluster, IdempotentWrite) => writer,
+        (TransactionalId, Write | Describe) => writer,
+        _ => false,
+    }
+}
+
+/// What authorization looks at: the catalog's users and ACLs and the
+/// node's role tokens.
+pub struct Access<'a> {
+    pub catalog: &'a Catalog,
+    pub tokens: &'a RoleTokens,
+}
+
+impl Access<'_> {
+    /// Whether `principal`, connected from `host`, may do `operation` on
+    /// `resource` named `name`. With sign-in off everyone may do
+    /// everything. A user's rights are the ACLs; as Kafka with
+    /// `allow.everyone.if.no.acl.found` for groups only, a group no ACL
+    /// names is open to every user (a consumer needs no grant for its own
+    /// group), and a user with WRITE on some topic may produce
+    /// idempotently (Kafka's KIP-679).
+    pub fn allows(
+        &self,
+        principal: &Principal,
+        host: &str,
+        operation: Operation,
+        resource: ResourceType,
+        name: &str,
+    ) -> bool {
+        let acls = &self.catalog.acls;
+        match principal {
+            Principal::Anonymous => !sign_in_required(self.tokens, self.catalog),
+            Principal::Role(r) => role_allows(*r, operation, resource),
+            Principal::User(_) => {
+                let who = principal.kafka_name();
+                if acl::authorized(acls, &who, host, operation, resource, name) {
+                    return true;
+                }
+                match (resource, operation) {
+                    (ResourceType::Group, _) => {
+                        !acls.iter().any(|a| a.covers(ResourceType::Group, name))
+                    }
+                    (ResourceType::Cluster, Operation::IdempotentWrite) => {
+                        self.catalog.topics.keys().any(|t| {
+                            let write = Operation::Write;
+                            acl::authorized(acls, &who, host, write, ResourceType::Topic, t)
+                        })
+                    }
+                    _ => false,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acl::{Acl, PatternType, Permission};
+
+    #[test]
+    fn roles_do_what_they_say() {
+        use Operation::*;
+        use ResourceType::*;
+        assert!(role_allows(Role::Reader, Read, Topic));
+        assert!(!role_allows(Role::Reader, Write, Topic));
+        assert!(role_allows(Role::Writer, Write, Topic));
+        assert!(!role_allows(Role::Writer, Create, Topic));
+        assert!(!role_allows(Role::Writer, AlterConfigs, Topic));
+        assert!(role_allows(Role::Reader, Read, Group));
+        assert!(!role_allows(Role::Reader, IdempotentWrite, Cluster));
+        assert!(role_allows(Role::Admin, Create, Topic));
+        assert!(role_allows(Role::Admin, Alter, Cluster));
+    }
+
+    #[test]
+    fn users_get_what_acls_grant_and_open_groups() {
+        let mut c = Catalog::default();
+        c.topics.insert(
+            "orders".into(),
+            crate::catalog::TopicMeta {
+                name: "orders".into(),
+                id: [7; 16],
+                shards: vec![0],
+                config: Default::default(),
+                schema: None,
+            },
+        );
+        c.users
+            .insert("alice".into(), users::User::new("alice", "pw"));
+        c.acls.push(Acl {
+            resource: ResourceType::Topic,
+            pattern: PatternType::Literal,
+            name: "orders".into(),
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: Operation::Write,
+            permission: Permission::Allow,
+        });
+        let alice = Principal::User("alice".into());
+        let bob = Principal::User("bob".into());
+        let tokens = RoleTokens::default();
+        let access = Access {
+            catalog: &c,
+            tokens: &tokens,
+        };
+        let can = |p: &Principal, op, r, n: &str| access.allows(p, "h", op, r, n);
+        assert!(can(&alice, Operation::Write, ResourceType::Topic, "orders"));
+        assert!(can(
+            &alice,
+            Operation::Describe,
+            ResourceType::Topic,
+            "orders"
+        ));
+        assert!(!can(&alice, Operation::Read, ResourceType::Topic, "orders"));
+        assert!(!can(&bob, Operation::Write, ResourceType::Topic, "orders"));
+        // Idempotent produce follows WRITE on some topic.
+        assert!(can(
+            &alice,
+            Operation::IdempotentWrite,
+            ResourceType::Cluster,
+            "kafka-cluster"
+        ));
+        assert!(!can(
+            &bob,
+            Operation::IdempotentWrite,
+            ResourceType::Cluster,
+            "kafka-cluster"
+        ));
+        // A group no ACL names is open to users; one that is named is not.
+        assert!(can(&bob, Operation::Read, ResourceType::Group, "g1"));
+        let mut c2 = c.clone();
+        c2.acls.push(Acl {
+            resource: ResourceType::Group,
+            pattern: PatternType::Prefixed,
+            name: "g".into(),
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: Operation::Read,
+            permission: Permission::Allow,
+        });
+        let access2 = Access {
+            catalog: &c2,
+            tokens: &tokens,
+        };
+        assert!(!access2.allows(&bob, "h", Operation::Read, ResourceType::Group, "g1"));
+        assert!(access2.allows(&alice, "h", Operation::Read, ResourceType::Group, "g1"));
+        // Anonymous only while sign-in is off.
+        assert!(!can(
+            &Principal::Anonymous,
+            Operation::Read,
+            ResourceType::Topic,
+            "orders"
+        ));
+        let open = Catalog::default();
+        let access = Access {
+            catalog: &open,
+            tokens: &tokens,
+        };
+        assert!(access.allows(
+            &Principal::Anonymous,
+            "h",
+            Operation::Create,
+            ResourceType::Topic,
+            "x"
+        ));
+    }
+
+    #[test]
+    fn role_tokens_sign_in_their_role_only() {
+        let t = RoleTokens::from_plain(&[(Role::Writer, "w-token"), (Role::Reader, "r-token")]);
+        assert_eq!(t.role_for("writer", "w-token"), Some(Role::Writer));
+        assert_eq!(t.role_for("reader", "w-token"), None);
+        assert_eq!(t.role_for("writer", "r-token"), None);
+        assert_eq!(t.role_for("admin", "w-token"), None);
+        assert_eq!(t.role_of_token("r-token"), Some(Role::Reader));
+        assert!(t.any());
+        assert!(!RoleTokens::default().any());
+    }
+}

@@ -1,0 +1,288 @@
+//! One SASL sign-in on the server side, through rsasl (the exchange, its
+//! nonces and proofs: no hand-written cryptography). PLAIN gives a name and
+//! a password, checked here against the role tokens and the users (a
+//! user's Argon2id hash on the blocking pool: it takes tens of
+//! milliseconds, which the shard's other clients must not wait for).
+//! SCRAM-SHA-256/512 check the client's proof against the user's stored
+//! verifier; a name that is not a user fails only at the proof, as Kafka
+//! does, so names cannot be probed.
+
+use std::sync::Arc;
+
+use rsasl::callback::{Context, Request, SessionCallback, SessionData};
+use rsasl::mechanisms::scram::properties::ScramStoredPassword;
+use rsasl::mechname::Mechname;
+use rsasl::prelude::{SASLConfig, SASLServer, Session, SessionError, State};
+use rsasl::property::{AuthId, AuthzId, Password};
+use rsasl::validate::{Validate, Validation, ValidationError};
+
+use super::users::{unhex, ScramHash};
+use super::{Principal, RoleTokens};
+use crate::catalog::Catalog;
+
+/// The mechanisms served, as SaslHandshake lists them.
+pub const MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// What a finished exchange says about the client.
+#[derive(Debug)]
+enum Claim {
+    /// PLAIN: checked after the exchange (`SaslExchange::step`).
+    Plain {
+        authzid: Option<String>,
+        authid: String,
+        password: String,
+    },
+    /// SCRAM: the proof matched the user's verifier.
+    Scram { authid: String },
+}
+
+struct Claimed;
+
+impl Validation for Claimed {
+    type Value = Claim;
+}
+
+/// Answers rsasl's questions from the users of a catalog snapshot.
+struct Lookup {
+    catalog: Arc<Catalog>,
+}
+
+impl SessionCallback for Lookup {
+    fn callback(
+        &self,
+        session_data: &SessionData,
+        context: &Context,
+        request: &mut Request,
+    ) -> Result<(), SessionError> {
+        let Some(hash) = ScramHash::from_mechanism(session_data.mechanism().mechanism.as_str())
+        else {
+            return Ok(());
+        };
+        let user = context
+            .get_ref::<AuthId>()
+            .and_then(|name| self.catalog.users.get(name));
+        if let Some(user) = user {
+            let v = user.scram(hash);
+            if let (Some(salt), Some(stored), Some(server)) =
+                (unhex(&v.salt), unhex(&v.stored_key), unhex(&v.server_key))
+            {
+                request.satisfy::<ScramStoredPassword>(&ScramStoredPassword::new(
+                    v.iterations,
+                    &salt,
+                    &stored,
+                    &server,
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn validate(
+        &self,
+        session_data: &SessionData,
+        context: &Context,
+        validate: &mut Validate<'_>,
+    ) -> Result<(), ValidationError> {
+        let authid = context.get_ref::<AuthId>().unwrap_or_default().to_string();
+        let claim = if session_data.mechanism().mechanism.as_str() == "PLAIN" {
+            Claim::Plain {
+                // An empty authorization id is none.
+                authzid: context
+                    .get_ref::<AuthzId>()
+                    .filter(|z| !z.is_empty())
+                    .map(str::to_string),
+                authid,
+                password: context
+                    .get_ref::<Password>()
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .unwrap_or_default(),
+            }
+        } else {
+            Claim::Scram { authid }
+        };
+        validate.with::<Claimed, _>(|| Ok(claim))?;
+        Ok(())
+    }
+}
+
+/// What one step of a sign-in gives.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// More is needed: send this to the client.
+    Challenge(Vec<u8>),
+    /// Signed in; send the last message (SCRAM's server signature).
+    SignedIn { principal: Principal, last: Vec<u8> },
+    /// Refused, and why (for the log and the client).
+    Refused(String),
+}
+
+/// A sign-in in progress on one connection.
+pub struct SaslExchange {
+    mechanism: &'static str,
+    session: Session<Claimed>,
+}
+
+impl SaslExchange {
+    /// Starts `mechanism` (one of `MECHANISMS`), checking against the
+    /// users of `catalog`.
+    pub fn start(mechanism: &str, catalog: Arc<Catalog>) -> Result<SaslExchange, String> {
+        let Some(&known) = MECHANISMS.iter().find(|m| **m == mechanism) else {
+            return Err(format!(
+                "mechanism {mechanism:?} is not enabled (enabled: {})",
+                MECHANISMS.join(", ")
+            ));
+        };
+        let config = SASLConfig::builder()
+            .with_defaults()
+            .with_callback(Lookup { catalog })
+            .map_err(|e| format!("SASL configuration: {e}"))?;
+        let name = Mechname::parse(known.as_bytes()).map_err(|e| e.to_string())?;
+        let session = SASLServer::<Claimed>::new(config)
+            .start_suggested(name)
+            .map_err(|e| format!("starting {known}: {e}"))?;
+        Ok(SaslExchange {
+            mechanism: known,
+            session,
+        })
+    }
+
+    pub fn mechanism(&self) -> &'static str {
+        self.mechanism
+    }
+
+    /// Takes the client's next message.
+    pub async fn step(&mut self, input: &[u8], tokens: &RoleTokens, catalog: &Catalog) -> Step {
+        let mut out = Vec::new();
+        let state = match self.session.step(Some(input), &mut out) {
+            Ok(s) => s,
+            Err(e) => return Step::Refused(format!("{}: {e}", self.mechanism)),
+        };
+        if state == State::Running {
+            return Step::Challenge(out);
+        }
+        match self.session.validation() {
+            Some(Claim::Scram { authid }) => Step::SignedIn {
+                principal: Principal::User(authid),
+                last: out,
+            },
+            Some(Claim::Plain {
+                authzid,
+                authid,
+                password,
+            }) => {
+                if authzid.as_ref().is_some_and(|z| *z != authid) {
+                    return Step::Refused(format!("{authid} may not act as {authzid:?}"));
+                }
+                if let Some(role) = tokens.role_for(&authid, &password) {
+                    return Step::SignedIn {
+                        principal: Principal::Role(role),
+                        last: out,
+                    };
+                }
+                if let Some(user) = catalog.users.get(&authid).cloned() {
+                    let ok = glommio::executor()
+                        .spawn_blocking(move || user.check(&password))
+                        .await;
+                    if ok {
+                        return Step::SignedIn {
+                            principal: Principal::User(authid),
+                            last: out,
+                        };
+                    }
+                }
+                Step::Refused(format!("wrong user name or password for {authid:?}"))
+            }
+            // SCRAM wrote "e=invalid-proof" or "e=unknown-user" for the
+            // client; it signs in no one.
+            None => Step::Refused(format!(
+                "{}: the proof does not match (or there is no such user)",
+                self.mechanism
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::users::User;
+    use crate::auth::Role;
+    use rsasl::prelude::SASLClient;
+
+    fn catalog() -> Arc<Catalog> {
+        let mut c = Catalog::default();
+        c.users
+            .insert("alice".into(), User::new("alice", "wonderland"));
+        Arc::new(c)
+    }
+
+    /// Runs a whole exchange with rsasl's client as `name`/`password`.
+    async fn sign_in(mechanism: &str, name: &str, password: &str) -> Step {
+        let cat = catalog();
+        let tokens = RoleTokens::from_plain(&[(Role::Writer, "w-token")]);
+        let mut server = SaslExchange::start(mechanism, cat.clone()).unwrap();
+        let client_config =
+            SASLConfig::with_credentials(None, name.to_string(), password.to_string()).unwrap();
+        let mech = Mechname::parse(mechanism.as_bytes()).unwrap();
+        let mut client = SASLClient::new(client_config)
+            .start_suggested(&[mech])
+            .unwrap();
+        let mut to_server = Vec::new();
+        client.step(None, &mut to_server).unwrap();
+        loop {
+            match server.step(&to_server, &tokens, &cat).await {
+                Step::Challenge(c) => {
+                    to_server.clear();
+                    client.step(Some(&c), &mut to_server).unwrap();
+                }
+                Step::SignedIn { principal, last } => {
+                    // The client checks the server's signature too.
+                    if !last.is_empty() {
+                        let mut none = Vec::new();
+                        client.step(Some(&last), &mut none).unwrap();
+                    }
+                    return Step::SignedIn { principal, last };
+                }
+                refused => return refused,
+            }
+        }
+    }
+
+    #[test]
+    fn plain_and_scram_sign_in_users_and_roles() {
+        weir_storage::testing::run_local(|| async {
+            for m in ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"] {
+                match sign_in(m, "alice", "wonderland").await {
+                    Step::SignedIn { principal, .. } => {
+                        assert_eq!(principal, Principal::User("alice".into()), "{m}")
+                    }
+                    other => panic!("{m}: {other:?}"),
+                }
+                assert!(
+                    matches!(sign_in(m, "alice", "wonder").await, Step::Refused(_)),
+                    "{m}: a wrong password"
+                );
+                assert!(
+                    matches!(sign_in(m, "mallory", "x").await, Step::Refused(_)),
+                    "{m}: no such user"
+                );
+            }
+            match sign_in("PLAIN", "writer", "w-token").await {
+                Step::SignedIn { principal, .. } => {
+                    assert_eq!(principal, Principal::Role(Role::Writer))
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(matches!(
+                sign_in("PLAIN", "admin", "w-token").await,
+                Step::Refused(_)
+            ));
+        });
+    }
+
+    #[test]
+    fn unknown_mechanisms_name_the_enabled_ones() {
+        let e = SaslExchange::start("GSSAPI", catalog()).err().unwrap();
+        assert!(e.contains("PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"), "{e}");
+    }
+}
