@@ -28,7 +28,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a node.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run SQL statements on a node and print the result.
     Sql(SqlArgs),
 }
@@ -41,6 +41,9 @@ struct SqlArgs {
     /// Print the rows as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Sign in with this token (a role's or a user's) when sign-in is on.
+    #[arg(long, env = "WEIR_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// Statements, separated by `;`: the last one's rows are printed.
     sql: String,
 }
@@ -124,6 +127,17 @@ struct ServeArgs {
     /// members (Kafka's group.initial.rebalance.delay.ms).
     #[arg(long, default_value_t = 3_000)]
     group_initial_rebalance_delay_ms: u64,
+    /// A file holding the admin role's token (else WEIR_ADMIN_TOKEN). A
+    /// client signs in with SASL/PLAIN as `admin` and this token; setting
+    /// any role token turns sign-in on.
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
+    /// A file holding the writer role's token (else WEIR_WRITER_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    writer_token_file: Option<PathBuf>,
+    /// A file holding the reader role's token (else WEIR_READER_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    reader_token_file: Option<PathBuf>,
 }
 
 fn resolve(what: &str, addr: &str) -> Result<SocketAddr, String> {
@@ -193,6 +207,12 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.groups.max_session_timeout = Duration::from_millis(args.group_max_session_timeout_ms);
     cfg.groups.initial_rebalance_delay =
         Duration::from_millis(args.group_initial_rebalance_delay_ms);
+    use weir_core::auth::{Role, RoleTokens};
+    cfg.role_tokens = RoleTokens::load(&[
+        (Role::Admin, args.admin_token_file.as_deref()),
+        (Role::Writer, args.writer_token_file.as_deref()),
+        (Role::Reader, args.reader_token_file.as_deref()),
+    ])?;
     Ok(cfg)
 }
 
@@ -215,13 +235,15 @@ fn main() {
     let cli = Cli::parse();
     match cli.command {
         Command::Sql(args) => {
-            let out = sql_client::request(&args.addr, &args.sql).and_then(|body| {
-                if args.json {
-                    Ok(body + "\n")
-                } else {
-                    sql_client::table(&body)
-                }
-            });
+            let out = sql_client::request(&args.addr, &args.sql, args.token.as_deref()).and_then(
+                |body| {
+                    if args.json {
+                        Ok(body + "\n")
+                    } else {
+                        sql_client::table(&body)
+                    }
+                },
+            );
             match out {
                 Ok(text) => print!("{text}"),
                 Err(e) => {
@@ -233,7 +255,7 @@ fn main() {
         Command::Serve(args) => {
             // Said once the node serves: a start-up failure is one line.
             let memory = allocator::release_freed_memory_after(args.release_freed_memory_ms);
-            let cfg = match config(args) {
+            let cfg = match config(*args) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("weir: {e}");

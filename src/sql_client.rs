@@ -7,12 +7,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// Sends `sql` to the node at `addr`; returns the JSON body, or the error.
-pub fn request(addr: &str, sql: &str) -> Result<String, String> {
+/// Sends `sql` to the node at `addr` (signed in with `token` as a bearer
+/// token, if given); returns the JSON body, or the error.
+pub fn request(addr: &str, sql: &str, token: Option<&str>) -> Result<String, String> {
     let mut s = TcpStream::connect(addr).map_err(|e| format!("cannot reach {addr}: {e}"))?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(300)));
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     let head = format!(
-        "POST /sql HTTP/1.1\r\nHost: {addr}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "POST /sql HTTP/1.1\r\nHost: {addr}\r\nContent-Type: text/plain\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n",
         sql.len()
     );
     s.write_all(head.as_bytes())

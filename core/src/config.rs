@@ -64,6 +64,8 @@ pub struct NodeConfig {
     pub producer_expiry: Duration,
     /// Consumer group settings (session timeout bounds, initial delay).
     pub groups: crate::groups::group::GroupConfig,
+    /// The role tokens (`auth`); none set and no user: sign-in is off.
+    pub role_tokens: crate::auth::RoleTokens,
 }
 
 /// One broker as clients see it: a node id and where to connect.
@@ -135,6 +137,7 @@ impl NodeConfig {
             producer_expiry: Duration::from_secs(24 * 3600),
             spin_before_park: Duration::ZERO,
             groups: Default::default(),
+            role_tokens: Default::default(),
         }
     }
 }

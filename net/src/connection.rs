@@ -13,14 +13,20 @@ use bytes::{Bytes, BytesMut};
 use futures::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
-use kafka_protocol::messages::{ApiKey, ResponseKind};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use weir_core::Shard;
 
 use crate::codec::{decode_request, encode_response, encode_response_chunks, Decoded};
-use crate::handlers::{self, api_versions};
+use crate::handlers::{self, api_versions, Caller};
+use crate::sasl::{SignIn, Then};
 
 /// A request's encoded answer (none for acks=0 produce), when it is ready.
 type ResponseTask = glommio::task::JoinHandle<Option<Vec<Bytes>>>;
+
+/// An answer that is ready now (sign-in steps, handled in line).
+fn ready(chunks: Vec<Bytes>) -> ResponseTask {
+    glommio::spawn_local(async move { Some(chunks) }).detach()
+}
 
 /// Read buffer per connection.
 const READ_BUFFER_BYTES: usize = 64 << 10;
@@ -185,6 +191,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let read_fd = stream.as_raw_fd();
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     let max = shard.config.max_request_bytes;
+    let mut sign_in = SignIn::new(client_host.clone());
     loop {
         let mut len = [0u8; 4];
         if reader.read_exact(&mut len).await.is_err() {
@@ -199,6 +206,20 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             break;
         };
         let read_at = Instant::now();
+        if sign_in.raw {
+            // After SaslHandshake v0 a frame is a raw SASL token, answered
+            // with one (a length and the bytes).
+            let Ok((bytes, _)) = sign_in.step(&shard, &frame).await else {
+                break;
+            };
+            let mut out = BytesMut::with_capacity(4 + bytes.len());
+            out.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+            out.extend_from_slice(&bytes);
+            if tx.send((None, ready(vec![out.freeze()]))).await.is_err() {
+                break;
+            }
+            continue;
+        }
         let decoded = match decode_request(frame.freeze()) {
             Ok(d) => d,
             Err(e) => {
@@ -207,9 +228,44 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             }
         };
         shard.stats.requests.set(shard.stats.requests.get() + 1);
+        if let Decoded::Request(req) = &decoded {
+            if !sign_in.admits(&shard, req.api_key) {
+                log::warn!(
+                    "{peer}: closing: {:?} before signing in (sign-in is on: SASL first)",
+                    req.api_key
+                );
+                break;
+            }
+            // Sign-in steps run in line: the next request may depend on them.
+            let (key, version, cid) = (req.api_key, req.version, req.header.correlation_id);
+            let answer = match &req.body {
+                RequestKind::SaslHandshake(r) => Some((
+                    ResponseKind::SaslHandshake(sign_in.handshake(&shard, r, version)),
+                    Then::Serve,
+                )),
+                RequestKind::SaslAuthenticate(r) => {
+                    let (body, then) = sign_in.authenticate(&shard, r).await;
+                    Some((ResponseKind::SaslAuthenticate(body), then))
+                }
+                _ => None,
+            };
+            if let Some((body, then)) = answer {
+                let Ok(chunks) = encode_response_chunks(key, version, cid, &body, &[]) else {
+                    break;
+                };
+                if tx.send((None, ready(chunks))).await.is_err() || then == Then::Close {
+                    break;
+                }
+                continue;
+            }
+        }
         let produce = matches!(&decoded, Decoded::Request(r) if r.api_key == ApiKey::Produce);
         let s = shard.clone();
         let client_host = client_host.clone();
+        let caller = Caller {
+            principal: sign_in.principal.clone(),
+            host: client_host.clone(),
+        };
         let task = glommio::spawn_local(async move {
             match decoded {
                 Decoded::UnsupportedApiVersions { correlation_id } => {
@@ -223,7 +279,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                 Decoded::Request(mut req) => {
                     req.client_host = Some(client_host);
                     let (key, version, cid) = (req.api_key, req.version, req.header.correlation_id);
-                    let reply = handlers::handle(&s, *req).await?;
+                    let reply = handlers::handle(&s, *req, &caller).await?;
                     match encode_response_chunks(key, version, cid, &reply.body, &reply.records) {
                         Ok(b) => Some(b),
                         Err(e) => {

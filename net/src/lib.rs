@@ -8,4 +8,5 @@
 pub mod codec;
 pub mod connection;
 pub mod handlers;
+pub mod sasl;
 pub mod server;

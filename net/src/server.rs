@@ -153,6 +153,22 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
+/// Writes a JSON response (every response closes its connection).
+async fn write_response(stream: &mut TcpStream, status: &str, body: &[u8]) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body).await
+}
+
+/// Answers and closes (a request refused before it ran).
+async fn respond(stream: &mut TcpStream, status: &str, body: &[u8]) -> std::io::Result<()> {
+    write_response(stream, status, body).await?;
+    stream.close().await
+}
+
 async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Result<()> {
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
@@ -219,12 +235,41 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
                     body.extend_from_slice(&buf[..n]);
                 }
                 body.truncate(len);
+                let host = stream
+                    .peer_addr()
+                    .map(|a| a.ip().to_string())
+                    .unwrap_or_default();
+                let principal = weir_core::auth::sign_in_http(
+                    &shard.config.role_tokens,
+                    &shard.catalog(),
+                    header(&head_text, "authorization"),
+                )
+                .await;
+                let caller_principal = match principal {
+                    Ok(p) => {
+                        shard.sign_in_throttle.succeeded(&host);
+                        p
+                    }
+                    Err(why) => {
+                        let wait = shard.sign_in_throttle.failed(&host);
+                        log::warn!("{host}: HTTP sign-in refused: {why}");
+                        glommio::timer::sleep(wait).await;
+                        return respond(&mut stream, "401 Unauthorized", &json_error(&why)).await;
+                    }
+                };
+                let caller = weir_core::sql::Caller {
+                    principal: &caller_principal,
+                    host: &host,
+                };
                 match std::str::from_utf8(&body) {
                     Err(_) => ("400 Bad Request", json_error("the statement is not UTF-8")),
-                    Ok(sql) => match weir_core::sql::execute(&shard, sql).await {
+                    Ok(sql) => match weir_core::sql::execute(&shard, sql, &caller).await {
                         Ok(r) => ("200 OK", r.to_json()),
                         Err(weir_core::sql::SqlError::Statement(why)) => {
                             ("400 Bad Request", json_error(&why))
+                        }
+                        Err(weir_core::sql::SqlError::Denied(why)) => {
+                            ("403 Forbidden", json_error(&why))
                         }
                         Err(weir_core::sql::SqlError::Node(why)) => {
                             log::error!("SQL failed: {why}");
@@ -239,12 +284,7 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
             json_error(&format!("no route for {method} {path}")),
         ),
     };
-    let resp = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(resp.as_bytes()).await?;
-    stream.write_all(&body).await?;
+    write_response(&mut stream, status, &body).await?;
     if unread > 0 {
         // Bounded in bytes and in time: a client that trickles its body
         // holds the connection at most about twice DISCARD_TIMEOUT.

@@ -69,6 +69,23 @@ impl Shard {
         .unwrap_or_else(|e| vec![Err(e); items])
     }
 
+    /// One change to the catalog's users or ACLs, made durably on the
+    /// catalog shard and installed on every shard before it returns.
+    pub async fn change_access<T, F>(self: &Rc<Self>, change: F) -> Result<T, KafkaError>
+    where
+        T: Clone + Send + 'static,
+        F: FnOnce(&mut Catalog) -> Result<T, KafkaError> + Send + 'static,
+    {
+        self.change_catalog(1, move |_, cat| {
+            let r = change(cat);
+            let changed = r.is_ok();
+            (vec![r], changed)
+        })
+        .await
+        .pop()
+        .expect("one answer")
+    }
+
     /// Creates topics. `validate_only` checks without creating.
     pub async fn create_topics(
         self: &Rc<Self>,

@@ -103,6 +103,8 @@ pub struct Shard {
     pub groups: Coordinator,
     /// The keyed tables' current rows of the partitions this shard owns.
     pub keyed: crate::table::keyed::KeyedTables,
+    /// Failed sign-ins per client address (this shard's connections).
+    pub sign_in_throttle: crate::auth::throttle::Throttle,
     /// Every shard's heartbeat (this one beats its own).
     hearts: Arc<crate::watchdog::Hearts>,
 }
@@ -110,6 +112,29 @@ pub struct Shard {
 impl Shard {
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog.borrow().clone()
+    }
+
+    /// Whether clients must sign in (a role token is set or a user exists).
+    pub fn sign_in_required(&self) -> bool {
+        crate::auth::sign_in_required(&self.config.role_tokens, &self.catalog.borrow())
+    }
+
+    /// Whether `principal` from `host` may do `operation` on `resource`
+    /// named `name` (`auth::Access::allows`).
+    pub fn allows(
+        &self,
+        principal: &crate::auth::Principal,
+        host: &str,
+        operation: crate::auth::acl::Operation,
+        resource: crate::auth::acl::ResourceType,
+        name: &str,
+    ) -> bool {
+        let catalog = self.catalog.borrow();
+        crate::auth::Access {
+            catalog: &catalog,
+            tokens: &self.config.role_tokens,
+        }
+        .allows(principal, host, operation, resource, name)
     }
 
     pub fn is_stopping(&self) -> bool {

@@ -120,6 +120,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     producer_ids: RefCell::new(None),
                     groups,
                     keyed: Default::default(),
+                    sign_in_throttle: Default::default(),
                     hearts: hearts.clone(),
                 });
                 let mut tasks = Vec::new();

@@ -4,6 +4,7 @@
 //! table's partitions, and merging, ordering and limits on the shard that
 //! took the request.
 
+pub mod access;
 pub mod bounds;
 pub mod eval;
 pub mod fold;
@@ -18,6 +19,8 @@ use sqlparser::ast::{
     Statement, TableConstraint,
 };
 
+use crate::auth::acl::{Operation, ResourceType};
+use crate::auth::Principal;
 use crate::error::ErrorCode;
 use crate::shard::{NewTopic, Shard};
 use crate::table::row::{convert, object_bytes};
@@ -30,6 +33,8 @@ use select::SelectPlan;
 pub enum SqlError {
     Statement(String),
     Node(String),
+    /// The caller may not (403).
+    Denied(String),
 }
 
 impl From<String> for SqlError {
@@ -63,14 +68,59 @@ impl QueryResult {
 }
 
 /// Runs every statement of `sql` in order; answers the last one's result.
-pub async fn execute(shard: &Rc<Shard>, sql: &str) -> Result<QueryResult, SqlError> {
+/// Who runs a statement: the principal that signed in over HTTP and its
+/// address.
+pub struct Caller<'a> {
+    pub principal: &'a Principal,
+    pub host: &'a str,
+}
+
+impl Caller<'_> {
+    fn may(&self, shard: &Shard, operation: Operation, table: &str) -> bool {
+        shard.allows(
+            self.principal,
+            self.host,
+            operation,
+            ResourceType::Topic,
+            table,
+        )
+    }
+
+    /// Refuses unless the caller may do `operation` on `table`.
+    fn check(
+        &self,
+        shard: &Shard,
+        operation: Operation,
+        what: &str,
+        table: &str,
+    ) -> Result<(), SqlError> {
+        match self.may(shard, operation, table) {
+            true => Ok(()),
+            false => Err(SqlError::Denied(format!(
+                "{} may not {what} table {table}",
+                self.principal
+            ))),
+        }
+    }
+}
+
+/// Runs every statement of `sql` in order; answers the last one's result.
+/// A statement about users or grants (`access`) comes alone.
+pub async fn execute(
+    shard: &Rc<Shard>,
+    sql: &str,
+    caller: &Caller<'_>,
+) -> Result<QueryResult, SqlError> {
+    if let Some(access) = access::parse(sql) {
+        return access::run(shard, caller.principal, access?).await;
+    }
     let statements = bounds::parse(sql)?;
     if statements.is_empty() {
         return Err(SqlError::Statement("no statement".into()));
     }
     let mut last = QueryResult::default();
     for s in statements {
-        last = statement(shard, s).await?;
+        last = statement(shard, s, caller).await?;
     }
     Ok(last)
 }
@@ -83,15 +133,24 @@ pub(super) fn table_name(name: &ObjectName) -> String {
         .unwrap_or_else(|| name.to_string())
 }
 
-async fn statement(shard: &Rc<Shard>, s: Statement) -> Result<QueryResult, SqlError> {
+async fn statement(
+    shard: &Rc<Shard>,
+    s: Statement,
+    caller: &Caller<'_>,
+) -> Result<QueryResult, SqlError> {
     match s {
         Statement::Query(q) => {
             let max = shard.config.sql_max_scan_bytes;
-            SelectPlan::new(&q, &shard.catalog(), max)?
-                .execute(shard)
-                .await
+            let plan = SelectPlan::new(&q, &shard.catalog(), max)?;
+            if let Some(table) = plan.table() {
+                caller.check(shard, Operation::Read, "select from", table)?;
+            }
+            plan.execute(shard).await
         }
-        Statement::CreateTable(c) => create_table(shard, c).await,
+        Statement::CreateTable(c) => {
+            caller.check(shard, Operation::Create, "create", &table_name(&c.name))?;
+            create_table(shard, c).await
+        }
         Statement::Drop {
             object_type: ObjectType::Table,
             if_exists,
@@ -99,6 +158,9 @@ async fn statement(shard: &Rc<Shard>, s: Statement) -> Result<QueryResult, SqlEr
             ..
         } => {
             let names: Vec<String> = names.iter().map(table_name).collect();
+            for n in &names {
+                caller.check(shard, Operation::Delete, "drop", n)?;
+            }
             let catalog = shard.catalog();
             let (exist, missing): (Vec<String>, Vec<String>) =
                 names.into_iter().partition(|n| catalog.topic(n).is_some());
@@ -117,6 +179,7 @@ async fn statement(shard: &Rc<Shard>, s: Statement) -> Result<QueryResult, SqlEr
                 rows: catalog
                     .topics
                     .values()
+                    .filter(|t| caller.may(shard, Operation::Describe, &t.name))
                     .map(|t| {
                         let kind = match &t.schema {
                             None => "raw",
@@ -134,7 +197,11 @@ async fn statement(shard: &Rc<Shard>, s: Statement) -> Result<QueryResult, SqlEr
         }
         Statement::ExplainTable {
             table_name: name, ..
-        } => describe(shard, &table_name(&name)),
+        } => {
+            let name = table_name(&name);
+            caller.check(shard, Operation::Describe, "describe", &name)?;
+            describe(shard, &name)
+        }
         other => Err(format!("unsupported statement: {other}").into()),
     }
 }

@@ -188,6 +188,11 @@ impl SelectPlan {
         })
     }
 
+    /// The table it reads, if any.
+    pub fn table(&self) -> Option<&str> {
+        self.table.as_ref().map(|t| t.name.as_str())
+    }
+
     /// Gathers the input and makes the answer.
     pub async fn execute(self, shard: &Rc<Shard>) -> Result<QueryResult, SqlError> {
         let input = self.input(shard).await?;

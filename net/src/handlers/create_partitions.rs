@@ -6,7 +6,9 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use weir_core::Shard;
 
-use super::error_parts;
+use weir_core::auth::acl::{Operation, ResourceType};
+
+use super::{denied_topic, error_parts, only_allowed, Caller};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 3;
@@ -15,6 +17,7 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: CreatePartitionsRequest,
     _version: i16,
+    caller: &Caller,
 ) -> CreatePartitionsResponse {
     let names: Vec<_> = req.topics.iter().map(|t| t.name.clone()).collect();
     let items = req
@@ -22,7 +25,13 @@ pub async fn handle(
         .into_iter()
         .map(|t| (t.name.0.to_string(), t.count))
         .collect();
-    let results = shard.create_partitions(items, req.validate_only).await;
+    let results = only_allowed(
+        items,
+        |(t, _): &(String, i32)| caller.may(shard, Operation::Alter, ResourceType::Topic, t),
+        |(t, _)| Err(denied_topic(caller, "add partitions to", t)),
+        |items| shard.create_partitions(items, req.validate_only),
+    )
+    .await;
     CreatePartitionsResponse::default().with_results(
         names
             .into_iter()

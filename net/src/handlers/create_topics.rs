@@ -10,7 +10,9 @@ use weir_core::catalog::CONFIG_NAMES;
 use weir_core::shard::NewTopic;
 use weir_core::Shard;
 
-use super::{error_parts, str};
+use weir_core::auth::acl::{Operation, ResourceType};
+
+use super::{denied_topic, error_parts, only_allowed, str, Caller};
 
 pub const MIN: i16 = 2;
 pub const MAX: i16 = 7;
@@ -19,6 +21,7 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: CreateTopicsRequest,
     version: i16,
+    caller: &Caller,
 ) -> CreateTopicsResponse {
     let names: Vec<_> = req.topics.iter().map(|t| t.name.clone()).collect();
     let new = req
@@ -44,7 +47,13 @@ pub async fn handle(
             schema: None,
         })
         .collect();
-    let results = shard.create_topics(new, req.validate_only).await;
+    let results = only_allowed(
+        new,
+        |t: &NewTopic| caller.may(shard, Operation::Create, ResourceType::Topic, &t.name),
+        |t| Err(denied_topic(caller, "create", &t.name)),
+        |new| shard.create_topics(new, req.validate_only),
+    )
+    .await;
     let topics = names
         .into_iter()
         .zip(results)

@@ -6,7 +6,10 @@ use std::rc::Rc;
 use futures::future::join_all;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
-use weir_core::Shard;
+use weir_core::auth::acl::{Operation, ResourceType};
+use weir_core::{ErrorCode, Shard};
+
+use super::Caller;
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 2;
@@ -15,10 +18,17 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: DeleteGroupsRequest,
     _version: i16,
+    caller: &Caller,
 ) -> DeleteGroupsResponse {
     let asks = req.groups_names.into_iter().map(|id| {
         let g = id.0.to_string();
+        let allowed = caller.may(shard, Operation::Delete, ResourceType::Group, &g);
         async move {
+            if !allowed {
+                return DeletableGroupResult::default()
+                    .with_group_id(id)
+                    .with_error_code(ErrorCode::GroupAuthorizationFailed.code());
+            }
             let code = shard
                 .on_group(
                     &g.clone(),

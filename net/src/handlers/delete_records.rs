@@ -6,7 +6,10 @@ use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::{ByPartition, Shard};
+
+use super::{denied_topic, Caller};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 2;
@@ -15,13 +18,19 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: DeleteRecordsRequest,
     _version: i16,
+    caller: &Caller,
 ) -> DeleteRecordsResponse {
     let mut by = ByPartition::new();
     for t in req.topics {
         let name = t.name.0.to_string();
-        by.topic(t.name, name);
+        let allowed = caller.may(shard, Operation::Delete, ResourceType::Topic, &name);
+        by.topic(t.name, name.clone());
         for p in t.partitions {
-            by.partition(p.partition_index, Ok(p.offset));
+            let offset = match allowed {
+                true => Ok(p.offset),
+                false => Err(denied_topic(caller, "delete records of", &name)),
+            };
+            by.partition(p.partition_index, offset);
         }
     }
     let results = shard.delete_records(by.work()).await;

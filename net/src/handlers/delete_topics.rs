@@ -6,7 +6,9 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use weir_core::{ErrorCode, Shard};
 
-use super::{error_parts, str};
+use weir_core::auth::acl::{Operation, ResourceType};
+
+use super::{denied_topic, error_parts, only_allowed, str, Caller};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 6;
@@ -15,6 +17,7 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: DeleteTopicsRequest,
     version: i16,
+    caller: &Caller,
 ) -> DeleteTopicsResponse {
     let catalog = shard.catalog();
     // (name if known, id as asked)
@@ -38,7 +41,14 @@ pub async fn handle(
             .collect()
     };
     let known: Vec<String> = asked.iter().filter_map(|(n, _)| n.clone()).collect();
-    let mut results = shard.delete_topics(known).await.into_iter();
+    let mut results = only_allowed(
+        known,
+        |t: &String| caller.may(shard, Operation::Delete, ResourceType::Topic, t),
+        |t| Err(denied_topic(caller, "delete", t)),
+        |known| shard.delete_topics(known),
+    )
+    .await
+    .into_iter();
     let responses = asked
         .into_iter()
         .map(|(name, id)| {

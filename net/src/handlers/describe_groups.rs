@@ -6,9 +6,10 @@ use std::rc::Rc;
 use futures::future::join_all;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
-use weir_core::Shard;
+use weir_core::auth::acl::{Operation, ResourceType};
+use weir_core::{ErrorCode, KafkaError, Shard};
 
-use super::str;
+use super::{str, Caller};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
@@ -21,11 +22,18 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: DescribeGroupsRequest,
     version: i16,
+    caller: &Caller,
 ) -> DescribeGroupsResponse {
     let include_ops = req.include_authorized_operations;
     let asks = req.groups.into_iter().map(|id| {
         let g = id.0.to_string();
+        let allowed = caller.may(shard, Operation::Describe, ResourceType::Group, &g);
         async move {
+            if !allowed {
+                let why = format!("{} may not describe group {g:?}", caller.principal);
+                let denied = KafkaError::new(ErrorCode::GroupAuthorizationFailed, why);
+                return (id, Err(denied));
+            }
             let r = shard
                 .on_group(&g.clone(), move |s| async move { s.groups.describe(&g) })
                 .await;

@@ -10,7 +10,9 @@ use weir_core::shard::FetchPartition;
 use weir_core::Chunks;
 use weir_core::{ErrorCode, Shard};
 
-use super::str;
+use weir_core::auth::acl::{Operation, ResourceType};
+
+use super::{str, Caller};
 
 pub const MIN: i16 = 4;
 pub const MAX: i16 = 16;
@@ -25,9 +27,11 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: FetchRequest,
     version: i16,
+    caller: &Caller,
 ) -> (FetchResponse, Vec<Chunks>) {
     let catalog = shard.catalog();
-    // (name as the response carries it, topic id, partitions; None = unknown id)
+    // (name as the response carries it, topic id, partitions: their place
+    // among the reads, or why there is none)
     let mut shape = Vec::new();
     let mut parts = Vec::new();
     for t in req.topics {
@@ -38,11 +42,18 @@ pub async fn handle(
         } else {
             Some(t.topic.0.to_string())
         };
+        let refused = match &name {
+            None => Some(ErrorCode::UnknownTopicId),
+            Some(n) if !caller.may(shard, Operation::Read, ResourceType::Topic, n) => {
+                Some(ErrorCode::TopicAuthorizationFailed)
+            }
+            Some(_) => None,
+        };
         let mut idx = Vec::new();
         for p in &t.partitions {
-            match &name {
-                Some(n) => {
-                    idx.push((p.partition, Some(parts.len())));
+            match (&name, refused) {
+                (Some(n), None) => {
+                    idx.push((p.partition, Ok(parts.len())));
                     parts.push(FetchPartition {
                         topic: n.clone(),
                         partition: p.partition,
@@ -50,7 +61,7 @@ pub async fn handle(
                         max_bytes: p.partition_max_bytes,
                     });
                 }
-                None => idx.push((p.partition, None)),
+                (_, why) => idx.push((p.partition, Err(why.unwrap_or(ErrorCode::UnknownTopicId)))),
             }
         }
         shape.push((t.topic, t.topic_id, idx));
@@ -85,13 +96,16 @@ pub async fn handle(
                                 .with_partition_index(partition)
                                 .with_preferred_read_replica(BrokerId(-1))
                                 .with_records(Some(Default::default()));
-                            let Some(i) = i else {
-                                records.push(Chunks::default());
-                                return base
-                                    .with_error_code(ErrorCode::UnknownTopicId.code())
-                                    .with_high_watermark(-1)
-                                    .with_last_stable_offset(-1)
-                                    .with_log_start_offset(-1);
+                            let i = match i {
+                                Ok(i) => i,
+                                Err(code) => {
+                                    records.push(Chunks::default());
+                                    return base
+                                        .with_error_code(code.code())
+                                        .with_high_watermark(-1)
+                                        .with_last_stable_offset(-1)
+                                        .with_log_start_offset(-1);
+                                }
                             };
                             match results[i].take().expect("one result per partition") {
                                 Ok(r) => {

@@ -9,7 +9,9 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 use weir_core::shard::ConfigChange;
 use weir_core::{ErrorCode, Shard};
 
-use super::{error_parts, str};
+use weir_core::auth::acl::{Operation, ResourceType};
+
+use super::{denied_topic, error_parts, only_allowed, str, Caller};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 1;
@@ -20,6 +22,7 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: IncrementalAlterConfigsRequest,
     _version: i16,
+    caller: &Caller,
 ) -> IncrementalAlterConfigsResponse {
     let mut topics = Vec::new();
     let mut order = Vec::new(); // (type, name, index into topics or None)
@@ -40,7 +43,14 @@ pub async fn handle(
             order.push((r.resource_type, r.resource_name, None));
         }
     }
-    let results = shard.alter_topic_configs(topics, req.validate_only).await;
+    type Change = (String, Vec<ConfigChange>);
+    let results = only_allowed(
+        topics,
+        |(t, _): &Change| caller.may(shard, Operation::AlterConfigs, ResourceType::Topic, t),
+        |(t, _)| Err(denied_topic(caller, "alter the configs of", t)),
+        |topics| shard.alter_topic_configs(topics, req.validate_only),
+    )
+    .await;
     let responses = order
         .into_iter()
         .map(|(kind, name, i)| {

@@ -7,12 +7,19 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use weir_core::Shard;
 
-use super::str;
+use weir_core::auth::acl::{Operation, ResourceType};
+
+use super::{str, Caller};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(shard: &Rc<Shard>, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: ListGroupsRequest,
+    version: i16,
+    caller: &Caller,
+) -> ListGroupsResponse {
     let groups = match shard.list_groups().await {
         Ok(g) => g,
         Err(e) => return ListGroupsResponse::default().with_error_code(e.code.code()),
@@ -24,6 +31,8 @@ pub async fn handle(shard: &Rc<Shard>, req: ListGroupsRequest, version: i16) -> 
         .into_iter()
         .filter(|g| version < 4 || wants(&req.states_filter, g.state))
         .filter(|_| version < 5 || wants(&req.types_filter, "classic"))
+        // Only the groups the caller may describe.
+        .filter(|g| caller.may(shard, Operation::Describe, ResourceType::Group, &g.group_id))
         .map(|g| {
             let mut l = ListedGroup::default()
                 .with_group_id(GroupId(str(&g.group_id)))

@@ -8,8 +8,11 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::shard::OffsetQuery;
 use weir_core::{ByPartition, Shard};
+
+use super::{denied_topic, Caller};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 8;
@@ -18,13 +21,19 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: ListOffsetsRequest,
     version: i16,
+    caller: &Caller,
 ) -> ListOffsetsResponse {
     let mut by = ByPartition::new();
     for t in req.topics {
         let name = t.name.0.to_string();
-        by.topic(t.name, name);
+        let allowed = caller.may(shard, Operation::Describe, ResourceType::Topic, &name);
+        by.topic(t.name, name.clone());
         for p in t.partitions {
-            by.partition(p.partition_index, OffsetQuery::from_wire(p.timestamp));
+            let query = match allowed {
+                true => OffsetQuery::from_wire(p.timestamp),
+                false => Err(denied_topic(caller, "describe", &name)),
+            };
+            by.partition(p.partition_index, query);
         }
     }
     let results = shard.list_offsets(by.work()).await;

@@ -12,13 +12,21 @@ use weir_core::catalog::TopicMeta;
 use weir_core::shard::NewTopic;
 use weir_core::{ErrorCode, Shard};
 
-use super::str;
+use weir_core::auth::acl::{Operation, ResourceType};
+
+use super::{str, Caller};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 13;
 
-pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> MetadataResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: MetadataRequest,
+    version: i16,
+    caller: &Caller,
+) -> MetadataResponse {
     let cfg = &shard.config;
+    let may = |op, name: &str| caller.may(shard, op, ResourceType::Topic, name);
     let node = |owner: usize| BrokerId(cfg.broker_of(owner).id);
     // v0: an empty list means every topic; v1+: null means every topic.
     let wanted = match req.topics {
@@ -28,8 +36,11 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
     let mut topics = Vec::new();
     match wanted {
         None => {
+            // Every topic the caller may describe.
             for t in shard.catalog().topics.values() {
-                topics.push(topic_entry(t, node));
+                if may(Operation::Describe, &t.name) {
+                    topics.push(topic_entry(t, node));
+                }
             }
         }
         Some(list) => {
@@ -42,8 +53,16 @@ pub async fn handle(shard: &Rc<Shard>, req: MetadataRequest, version: i16) -> Me
                     None => catalog.topic_by_id(t.topic_id.as_bytes()),
                 };
                 match (found, &t.name) {
+                    (Some(m), _) if !may(Operation::Describe, &m.name) => topics.push(
+                        MetadataResponseTopic::default()
+                            .with_error_code(ErrorCode::TopicAuthorizationFailed.code())
+                            .with_name(t.name.clone())
+                            .with_topic_id(t.topic_id),
+                    ),
                     (Some(m), _) => topics.push(topic_entry(m, node)),
-                    (None, Some(n)) if auto => missing.push(n.0.to_string()),
+                    (None, Some(n)) if auto && may(Operation::Create, n) => {
+                        missing.push(n.0.to_string())
+                    }
                     (None, name) => topics.push(
                         MetadataResponseTopic::default()
                             .with_error_code(ErrorCode::UnknownTopicOrPartition.code())

@@ -11,6 +11,7 @@ use weir_core::{KafkaError, Shard};
 use crate::codec::Request;
 
 pub mod api_versions;
+pub mod authorize;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -94,6 +95,16 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, list_groups::MIN, list_groups::MAX),
     (ApiKey::DeleteGroups, delete_groups::MIN, delete_groups::MAX),
     (ApiKey::OffsetDelete, offset_delete::MIN, offset_delete::MAX),
+    (
+        ApiKey::SaslHandshake,
+        crate::sasl::HANDSHAKE_MIN,
+        crate::sasl::HANDSHAKE_MAX,
+    ),
+    (
+        ApiKey::SaslAuthenticate,
+        crate::sasl::AUTHENTICATE_MIN,
+        crate::sasl::AUTHENTICATE_MAX,
+    ),
 ];
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -111,31 +122,104 @@ pub struct Reply {
     pub records: Vec<Chunks>,
 }
 
+/// Who sent a request: the connection's principal and address.
+pub struct Caller {
+    pub principal: weir_core::auth::Principal,
+    /// As Kafka shows it (`/127.0.0.1`).
+    pub host: Rc<str>,
+}
+
+impl Caller {
+    /// Whether the caller may do `operation` on `resource` named `name`.
+    pub fn may(
+        &self,
+        shard: &Shard,
+        operation: weir_core::auth::acl::Operation,
+        resource: weir_core::auth::acl::ResourceType,
+        name: &str,
+    ) -> bool {
+        shard.allows(
+            &self.principal,
+            self.host.trim_start_matches('/'),
+            operation,
+            resource,
+            name,
+        )
+    }
+}
+
+/// TOPIC_AUTHORIZATION_FAILED for `caller`, who may not `what` `topic`.
+pub fn denied_topic(caller: &Caller, what: &str, topic: &str) -> KafkaError {
+    KafkaError::new(
+        weir_core::ErrorCode::TopicAuthorizationFailed,
+        format!("{} may not {what} topic {topic:?}", caller.principal),
+    )
+}
+
+/// Runs `run` on the items `allowed` lets through, in order, and answers
+/// the others with `refused`: one answer per item, in the items' order.
+pub async fn only_allowed<T, R, Fut>(
+    items: Vec<T>,
+    allowed: impl Fn(&T) -> bool,
+    refused: impl Fn(&T) -> R,
+    run: impl FnOnce(Vec<T>) -> Fut,
+) -> Vec<R>
+where
+    Fut: std::future::Future<Output = Vec<R>>,
+{
+    let mut answers = Vec::with_capacity(items.len());
+    let mut ok = Vec::with_capacity(items.len());
+    for item in items {
+        if allowed(&item) {
+            answers.push(None);
+            ok.push(item);
+        } else {
+            answers.push(Some(refused(&item)));
+        }
+    }
+    let mut results = run(ok).await.into_iter();
+    answers
+        .into_iter()
+        .map(|a| a.unwrap_or_else(|| results.next().expect("one result per item run")))
+        .collect()
+}
+
 /// Handles one request. `None`: no response is sent (acks=0 produce).
-pub async fn handle(shard: &Rc<Shard>, req: Request) -> Option<Reply> {
+/// SaslHandshake and SaslAuthenticate are the connection's (`sasl`).
+pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<Reply> {
+    if let Some(body) = authorize::refusal(shard, caller, &req.body) {
+        return Some(Reply {
+            body,
+            records: Vec::new(),
+        });
+    }
     let v = req.version;
     let body = match req.body {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(r, v)),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(shard, r, v).await),
-        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(shard, r, v).await?),
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(metadata::handle(shard, r, v, caller).await)
+        }
+        RequestKind::Produce(r) => {
+            ResponseKind::Produce(produce::handle(shard, r, v, caller).await?)
+        }
         RequestKind::Fetch(r) => {
-            let (body, records) = fetch::handle(shard, r, v).await;
+            let (body, records) = fetch::handle(shard, r, v, caller).await;
             return Some(Reply {
                 body: ResponseKind::Fetch(body),
                 records,
             });
         }
         RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(list_offsets::handle(shard, r, v).await)
+            ResponseKind::ListOffsets(list_offsets::handle(shard, r, v, caller).await)
         }
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(create_topics::handle(shard, r, v).await)
+            ResponseKind::CreateTopics(create_topics::handle(shard, r, v, caller).await)
         }
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(delete_topics::handle(shard, r, v).await)
+            ResponseKind::DeleteTopics(delete_topics::handle(shard, r, v, caller).await)
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(create_partitions::handle(shard, r, v).await)
+            ResponseKind::CreatePartitions(create_partitions::handle(shard, r, v, caller).await)
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(shard, r, v))
@@ -147,10 +231,10 @@ pub async fn handle(shard: &Rc<Shard>, req: Request) -> Option<Reply> {
             ResponseKind::FindCoordinator(find_coordinator::handle(shard, r, v))
         }
         RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(delete_records::handle(shard, r, v).await)
+            ResponseKind::DeleteRecords(delete_records::handle(shard, r, v, caller).await)
         }
         RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
-            incremental_alter_configs::handle(shard, r, v).await,
+            incremental_alter_configs::handle(shard, r, v, caller).await,
         ),
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(shard, r, v).await)
@@ -173,16 +257,16 @@ pub async fn handle(shard: &Rc<Shard>, req: Request) -> Option<Reply> {
             ResponseKind::OffsetCommit(offset_commit::handle(shard, r, v).await)
         }
         RequestKind::OffsetFetch(r) => {
-            ResponseKind::OffsetFetch(offset_fetch::handle(shard, r, v).await)
+            ResponseKind::OffsetFetch(offset_fetch::handle(shard, r, v, caller).await)
         }
         RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(describe_groups::handle(shard, r, v).await)
+            ResponseKind::DescribeGroups(describe_groups::handle(shard, r, v, caller).await)
         }
         RequestKind::ListGroups(r) => {
-            ResponseKind::ListGroups(list_groups::handle(shard, r, v).await)
+            ResponseKind::ListGroups(list_groups::handle(shard, r, v, caller).await)
         }
         RequestKind::DeleteGroups(r) => {
-            ResponseKind::DeleteGroups(delete_groups::handle(shard, r, v).await)
+            ResponseKind::DeleteGroups(delete_groups::handle(shard, r, v, caller).await)
         }
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(offset_delete::handle(shard, r, v).await)

@@ -12,16 +12,25 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicNam
 use weir_core::groups::{OffsetAnswer, OffsetQuery};
 use weir_core::{ErrorCode, KafkaError, Shard};
 
-use super::str;
+use weir_core::auth::acl::{Operation, ResourceType};
+
+use super::{str, Caller};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 9;
 
 async fn committed(
     shard: &Rc<Shard>,
+    caller: &Caller,
     group: String,
     query: OffsetQuery,
 ) -> Result<OffsetAnswer, KafkaError> {
+    if !caller.may(shard, Operation::Describe, ResourceType::Group, &group) {
+        return Err(KafkaError::new(
+            ErrorCode::GroupAuthorizationFailed,
+            format!("{} may not describe group {group:?}", caller.principal),
+        ));
+    }
     let g = group.clone();
     shard
         .on_group(
@@ -43,6 +52,7 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: OffsetFetchRequest,
     version: i16,
+    caller: &Caller,
 ) -> OffsetFetchResponse {
     if version >= 8 {
         let asks = req.groups.into_iter().map(|g| {
@@ -52,7 +62,12 @@ pub async fn handle(
                     .collect()
             });
             let id = g.group_id;
-            async move { (id.clone(), committed(shard, id.0.to_string(), query).await) }
+            async move {
+                (
+                    id.clone(),
+                    committed(shard, caller, id.0.to_string(), query).await,
+                )
+            }
         });
         let groups = join_all(asks)
             .await
@@ -93,7 +108,7 @@ pub async fn handle(
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    let (answer, code) = match committed(shard, req.group_id.0.to_string(), query).await {
+    let (answer, code) = match committed(shard, caller, req.group_id.0.to_string(), query).await {
         Ok(a) => (a, ErrorCode::None),
         Err(e) => (Vec::new(), e.code),
     };

@@ -10,7 +10,9 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use weir_core::{ByPartition, ErrorCode, KafkaError, Shard};
 
-use super::error_parts;
+use weir_core::auth::acl::{Operation, ResourceType};
+
+use super::{denied_topic, error_parts, Caller};
 
 pub const MIN: i16 = 3;
 pub const MAX: i16 = 11;
@@ -19,14 +21,17 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: ProduceRequest,
     version: i16,
+    caller: &Caller,
 ) -> Option<ProduceResponse> {
     let acks = req.acks;
     let mut by = ByPartition::new();
     for t in req.topic_data {
         let name = t.name.0.to_string();
-        by.topic(t.name, name);
+        let allowed = caller.may(shard, Operation::Write, ResourceType::Topic, &name);
+        by.topic(t.name, name.clone());
         for p in t.partition_data {
             let arg = match (acks, p.records) {
+                _ if !allowed => Err(denied_topic(caller, "write to", &name)),
                 (-1..=1, Some(records)) => Ok(records),
                 (-1..=1, None) => Err(KafkaError::new(
                     ErrorCode::CorruptMessage,
