@@ -24,10 +24,11 @@ def free_port():
 
 
 class Node:
-    def __init__(self, data_dir, cores=2, extra=()):
+    def __init__(self, data_dir, cores=2, extra=(), env=None):
         self.data_dir = str(data_dir)
         self.cores = cores
         self.extra = list(extra)
+        self.env = {**os.environ, **(env or {})}
         self.kafka_port = free_port()
         self.http_port = free_port()
         self.proc = None
@@ -46,7 +47,8 @@ class Node:
         the node logs that it serves (or its stderr ends)."""
         cmd = [WEIR, "serve", self.data_dir, "--kafka", self.bootstrap,
                "--addr", f"127.0.0.1:{self.http_port}", "--cores", str(self.cores), *self.extra]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                                     env=self.env)
         ready = self.ready = threading.Event()
 
         def drain(proc):
@@ -99,8 +101,8 @@ def node(tmp_path):
 def make_node(tmp_path):
     nodes = []
 
-    def make(cores=2, extra=(), data_dir=None):
-        n = Node(data_dir or tmp_path / f"data{len(nodes)}", cores=cores, extra=extra)
+    def make(cores=2, extra=(), data_dir=None, env=None):
+        n = Node(data_dir or tmp_path / f"data{len(nodes)}", cores=cores, extra=extra, env=env)
         nodes.append(n)
         return n.start()
 

@@ -253,3 +253,131 @@ mod tests {
         assert!(!can(Operation::Read));
     }
 }
+
+/// What DescribeAcls and DeleteAcls select (Kafka's AclBindingFilter, by
+/// wire codes): `ANY` (1) for a code, or `None` for a name, principal or
+/// host, matches everything; the MATCH pattern (2) selects the entries that
+/// would apply to the named resource (its literal name, `*`, and every
+/// prefix of it).
+#[derive(Debug, Clone)]
+pub struct AclFilter {
+    pub resource: i8,
+    pub name: Option<String>,
+    pub pattern: i8,
+    pub principal: Option<String>,
+    pub host: Option<String>,
+    pub operation: i8,
+    pub permission: i8,
+}
+
+const ANY: i8 = 1;
+const MATCH: i8 = 2;
+
+impl AclFilter {
+    /// Why the filter cannot select anything (unknown codes), if so.
+    pub fn invalid(&self) -> Option<String> {
+        let ok = |c: i8, known: bool| c == ANY || known;
+        if !ok(
+            self.resource,
+            ResourceType::from_code(self.resource).is_some(),
+        ) {
+            return Some(format!("unknown resource type {}", self.resource));
+        }
+        if !(ok(self.pattern, PatternType::from_code(self.pattern).is_some())
+            || self.pattern == MATCH)
+        {
+            return Some(format!("unknown pattern type {}", self.pattern));
+        }
+        if !ok(
+            self.operation,
+            Operation::from_code(self.operation).is_some(),
+        ) {
+            return Some(format!("unknown operation {}", self.operation));
+        }
+        if !ok(
+            self.permission,
+            Permission::from_code(self.permission).is_some(),
+        ) {
+            return Some(format!("unknown permission type {}", self.permission));
+        }
+        None
+    }
+
+    pub fn matches(&self, a: &Acl) -> bool {
+        let code = |want: i8, have: i8| want == ANY || want == have;
+        let text = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        let name = match (self.pattern, &self.name) {
+            (_, None) => true,
+            (MATCH, Some(n)) => a.covers(a.resource, n),
+            (p, Some(n)) => (p == ANY || p == a.pattern as i8) && a.name == *n,
+        };
+        let pattern =
+            self.pattern == ANY || self.pattern == MATCH || self.pattern == a.pattern as i8;
+        code(self.resource, a.resource as i8)
+            && pattern
+            && name
+            && text(&self.principal, &a.principal)
+            && text(&self.host, &a.host)
+            && code(self.operation, a.operation as i8)
+            && code(self.permission, a.permission as i8)
+    }
+}
+
+#[cfg(test)]
+mod filter_tests {
+    use super::*;
+
+    #[test]
+    fn filters_select_as_kafka_does() {
+        let acl = |name: &str, pattern| Acl {
+            resource: ResourceType::Topic,
+            pattern,
+            name: name.into(),
+            principal: "User:a".into(),
+            host: "*".into(),
+            operation: Operation::Read,
+            permission: Permission::Allow,
+        };
+        let all = AclFilter {
+            resource: 1,
+            name: None,
+            pattern: 1,
+            principal: None,
+            host: None,
+            operation: 1,
+            permission: 1,
+        };
+        let lit = acl("orders", PatternType::Literal);
+        let pre = acl("ord", PatternType::Prefixed);
+        let star = acl("*", PatternType::Literal);
+        assert!(all.matches(&lit) && all.matches(&pre));
+        let exact = AclFilter {
+            name: Some("orders".into()),
+            pattern: 3,
+            ..all.clone()
+        };
+        assert!(exact.matches(&lit) && !exact.matches(&pre) && !exact.matches(&star));
+        let matching = AclFilter {
+            name: Some("orders".into()),
+            pattern: 2,
+            ..all.clone()
+        };
+        assert!(matching.matches(&lit) && matching.matches(&pre) && matching.matches(&star));
+        let groups = AclFilter {
+            resource: 3,
+            ..all.clone()
+        };
+        assert!(!groups.matches(&lit));
+        let writes = AclFilter {
+            operation: 4,
+            ..all
+        };
+        assert!(!writes.matches(&lit));
+        assert!(AclFilter {
+            operation: 99,
+            ..writes
+        }
+        .invalid()
+        .is_some());
+    }
+}

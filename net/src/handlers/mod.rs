@@ -12,11 +12,14 @@ use crate::codec::Request;
 
 pub mod api_versions;
 pub mod authorize;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -95,6 +98,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, list_groups::MIN, list_groups::MAX),
     (ApiKey::DeleteGroups, delete_groups::MIN, delete_groups::MAX),
     (ApiKey::OffsetDelete, offset_delete::MIN, offset_delete::MAX),
+    (ApiKey::DescribeAcls, describe_acls::MIN, describe_acls::MAX),
+    (ApiKey::CreateAcls, create_acls::MIN, create_acls::MAX),
+    (ApiKey::DeleteAcls, delete_acls::MIN, delete_acls::MAX),
     (
         ApiKey::SaslHandshake,
         crate::sasl::HANDSHAKE_MIN,
@@ -267,6 +273,15 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
         }
         RequestKind::DeleteGroups(r) => {
             ResponseKind::DeleteGroups(delete_groups::handle(shard, r, v, caller).await)
+        }
+        RequestKind::DescribeAcls(r) => {
+            ResponseKind::DescribeAcls(describe_acls::handle(shard, r, v, caller))
+        }
+        RequestKind::CreateAcls(r) => {
+            ResponseKind::CreateAcls(create_acls::handle(shard, r, v, caller).await)
+        }
+        RequestKind::DeleteAcls(r) => {
+            ResponseKind::DeleteAcls(delete_acls::handle(shard, r, v, caller).await)
         }
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(offset_delete::handle(shard, r, v).await)
