@@ -51,6 +51,9 @@ pub enum ErrorCode {
     FencedInstanceId = 82,
     GroupSubscribedToTopic = 86,
     InvalidRecord = 87,
+    ResourceNotFound = 91,
+    DuplicateResource = 92,
+    UnacceptableCredential = 93,
     UnknownTopicId = 100,
     InconsistentTopicId = 103,
 }

@@ -302,3 +302,38 @@ def test_kafka_acl_apis_share_the_grants(secured):
     with pytest.raises(Exception) as e:
         list(writer.create_acls([allow]).values())[0].result(15)
     assert "CLUSTER_AUTHORIZATION_FAILED" in str(e.value)
+
+
+def test_admin_clients_manage_scram_credentials(secured):
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+    admin = AdminClient(sasl(secured, "admin", ADMIN))
+    admin.create_topics([NewTopic("erin-topic", 1)])["erin-topic"].result(15)
+    assert sql(secured, "CREATE USER erin WITH PASSWORD 'unused'", token=ADMIN)[0] == 200
+    assert sql(secured, 'GRANT INSERT ON "erin-topic" TO erin', token=ADMIN)[0] == 200
+    ups = [UserScramCredentialUpsertion("erin", ScramCredentialInfo(m, 8192), b"s3cret")
+           for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
+    for f in admin.alter_user_scram_credentials(ups).values():
+        assert f.result(15) is None
+    described = admin.describe_user_scram_credentials(["erin"])["erin"].result(15)
+    infos = {(i.mechanism, i.iterations) for i in described.scram_credential_infos}
+    assert infos == {(ScramMechanism.SCRAM_SHA_256, 8192), (ScramMechanism.SCRAM_SHA_512, 8192)}
+    for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        assert produce(sasl(secured, "erin", "s3cret", mech), "erin-topic", [b"x"])[0] >= 0
+    # Deleting one mechanism leaves the other.
+    gone = UserScramCredentialDeletion("erin", ScramMechanism.SCRAM_SHA_256)
+    for f in admin.alter_user_scram_credentials([gone]).values():
+        assert f.result(15) is None
+    errors = []
+    p = Producer({**sasl(secured, "erin", "s3cret", "SCRAM-SHA-256"), "error_cb": errors.append})
+    p.poll(3)
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    assert produce(sasl(secured, "erin", "s3cret", "SCRAM-SHA-512"), "erin-topic", [b"y"])[0] >= 0
+    # Too few iterations, and a user that does not exist.
+    weak = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 10), b"x")
+    with pytest.raises(Exception) as e:
+        list(admin.alter_user_scram_credentials([weak]).values())[0].result(15)
+    assert "UNACCEPTABLE_CREDENTIAL" in str(e.value), e.value
+    with pytest.raises(Exception) as e:
+        admin.describe_user_scram_credentials(["nobody"])["nobody"].result(15)
+    assert "RESOURCE_NOT_FOUND" in str(e.value), e.value

@@ -61,8 +61,7 @@ impl SessionCallback for Lookup {
         let user = context
             .get_ref::<AuthId>()
             .and_then(|name| self.catalog.users.get(name));
-        if let Some(user) = user {
-            let v = user.scram(hash);
+        if let Some(v) = user.and_then(|u| u.scram(hash)) {
             if let (Some(salt), Some(stored), Some(server)) =
                 (unhex(&v.salt), unhex(&v.stored_key), unhex(&v.server_key))
             {

@@ -34,6 +34,22 @@ impl ScramHash {
         }
     }
 
+    /// Kafka's ScramMechanism codes (1: SHA-256, 2: SHA-512).
+    pub fn from_code(c: i8) -> Option<ScramHash> {
+        match c {
+            1 => Some(ScramHash::Sha256),
+            2 => Some(ScramHash::Sha512),
+            _ => None,
+        }
+    }
+
+    pub fn code(self) -> i8 {
+        match self {
+            ScramHash::Sha256 => 1,
+            ScramHash::Sha512 => 2,
+        }
+    }
+
     pub fn from_mechanism(m: &str) -> Option<ScramHash> {
         match m {
             "SCRAM-SHA-256" => Some(ScramHash::Sha256),
@@ -57,23 +73,37 @@ impl ScramVerifier {
     pub fn new(hash: ScramHash, password: &str, iterations: u32) -> ScramVerifier {
         let mut salt = [0u8; 24];
         OsRng.fill_bytes(&mut salt);
+        let salted = match hash {
+            ScramHash::Sha256 => {
+                let mut out = GenericArray::default();
+                hash_password::<Sha256>(password.as_bytes(), iterations, &salt, &mut out);
+                out.to_vec()
+            }
+            ScramHash::Sha512 => {
+                let mut out = GenericArray::default();
+                hash_password::<Sha512>(password.as_bytes(), iterations, &salt, &mut out);
+                out.to_vec()
+            }
+        };
+        ScramVerifier::from_salted(hash, &salt, iterations, &salted)
+    }
+
+    /// A verifier from a salted password (RFC 5802's SaltedPassword, as
+    /// AlterUserScramCredentials carries it: the client ran the PBKDF2).
+    pub fn from_salted(hash: ScramHash, salt: &[u8], iterations: u32, salted: &[u8]) -> Self {
         let (stored, server) = match hash {
             ScramHash::Sha256 => {
-                let mut salted = GenericArray::default();
-                hash_password::<Sha256>(password.as_bytes(), iterations, &salt, &mut salted);
-                let (client_key, server_key) = derive_keys::<Sha256>(&salted);
+                let (client_key, server_key) = derive_keys::<Sha256>(salted);
                 (Sha256::digest(client_key).to_vec(), server_key.to_vec())
             }
             ScramHash::Sha512 => {
-                let mut salted = GenericArray::default();
-                hash_password::<Sha512>(password.as_bytes(), iterations, &salt, &mut salted);
-                let (client_key, server_key) = derive_keys::<Sha512>(&salted);
+                let (client_key, server_key) = derive_keys::<Sha512>(salted);
                 (Sha512::digest(client_key).to_vec(), server_key.to_vec())
             }
         };
         ScramVerifier {
             iterations,
-            salt: hex(&salt),
+            salt: hex(salt),
             stored_key: hex(&stored),
             server_key: hex(&server),
         }
@@ -84,10 +114,14 @@ impl ScramVerifier {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct User {
     pub name: String,
-    /// Argon2id, as a PHC string (its parameters and salt inside).
-    pub password_hash: String,
-    pub scram_sha_256: ScramVerifier,
-    pub scram_sha_512: ScramVerifier,
+    /// Argon2id, as a PHC string (its parameters and salt inside); none
+    /// for a user made by AlterUserScramCredentials (SCRAM only, as Kafka).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scram_sha_256: Option<ScramVerifier>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scram_sha_512: Option<ScramVerifier>,
     /// SHA-256 of each token made for the user (hex).
     #[serde(default)]
     pub tokens: Vec<String>,
@@ -99,9 +133,17 @@ impl User {
     pub fn new(name: &str, password: &str) -> User {
         User {
             name: name.to_string(),
-            password_hash: hash_password_argon2(password),
-            scram_sha_256: ScramVerifier::new(ScramHash::Sha256, password, SCRAM_ITERATIONS),
-            scram_sha_512: ScramVerifier::new(ScramHash::Sha512, password, SCRAM_ITERATIONS),
+            password_hash: Some(hash_password_argon2(password)),
+            scram_sha_256: Some(ScramVerifier::new(
+                ScramHash::Sha256,
+                password,
+                SCRAM_ITERATIONS,
+            )),
+            scram_sha_512: Some(ScramVerifier::new(
+                ScramHash::Sha512,
+                password,
+                SCRAM_ITERATIONS,
+            )),
             tokens: Vec::new(),
         }
     }
@@ -112,18 +154,36 @@ impl User {
         if self.tokens.contains(&token_hash(password)) {
             return true;
         }
-        PasswordHash::new(&self.password_hash).is_ok_and(|h| {
+        let Some(kept) = &self.password_hash else {
+            return false;
+        };
+        PasswordHash::new(kept).is_ok_and(|h| {
             Argon2::default()
                 .verify_password(password.as_bytes(), &h)
                 .is_ok()
         })
     }
 
-    pub fn scram(&self, hash: ScramHash) -> &ScramVerifier {
+    pub fn scram(&self, hash: ScramHash) -> Option<&ScramVerifier> {
         match hash {
-            ScramHash::Sha256 => &self.scram_sha_256,
-            ScramHash::Sha512 => &self.scram_sha_512,
+            ScramHash::Sha256 => self.scram_sha_256.as_ref(),
+            ScramHash::Sha512 => self.scram_sha_512.as_ref(),
         }
+    }
+
+    pub fn scram_mut(&mut self, hash: ScramHash) -> &mut Option<ScramVerifier> {
+        match hash {
+            ScramHash::Sha256 => &mut self.scram_sha_256,
+            ScramHash::Sha512 => &mut self.scram_sha_512,
+        }
+    }
+
+    /// A user with nothing to sign in with (its credentials deleted).
+    pub fn is_empty(&self) -> bool {
+        self.password_hash.is_none()
+            && self.scram_sha_256.is_none()
+            && self.scram_sha_512.is_none()
+            && self.tokens.is_empty()
     }
 }
 
@@ -173,11 +233,15 @@ mod tests {
         assert!(!u.check(""));
         let kept = serde_json::to_string(&u).unwrap();
         assert!(!kept.contains("correct horse"));
-        assert!(u.password_hash.starts_with("$argon2id$"));
-        assert_eq!(u.scram_sha_256.iterations, SCRAM_ITERATIONS);
-        assert_eq!(unhex(&u.scram_sha_256.stored_key).unwrap().len(), 32);
-        assert_eq!(unhex(&u.scram_sha_512.server_key).unwrap().len(), 64);
-        assert_ne!(u.scram_sha_256.salt, u.scram_sha_512.salt);
+        assert!(u.password_hash.as_ref().unwrap().starts_with("$argon2id$"));
+        let (s256, s512) = (
+            u.scram_sha_256.clone().unwrap(),
+            u.scram_sha_512.clone().unwrap(),
+        );
+        assert_eq!(s256.iterations, SCRAM_ITERATIONS);
+        assert_eq!(unhex(&s256.stored_key).unwrap().len(), 32);
+        assert_eq!(unhex(&s512.server_key).unwrap().len(), 64);
+        assert_ne!(s256.salt, s512.salt);
         // A token signs in as the user; only its hash is kept.
         let token = new_token();
         u.tokens.push(token_hash(&token));

@@ -10,6 +10,7 @@ use weir_core::{KafkaError, Shard};
 
 use crate::codec::Request;
 
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod authorize;
 pub mod create_acls;
@@ -23,6 +24,7 @@ pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_user_scram_credentials;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -101,6 +103,16 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, describe_acls::MIN, describe_acls::MAX),
     (ApiKey::CreateAcls, create_acls::MIN, create_acls::MAX),
     (ApiKey::DeleteAcls, delete_acls::MIN, delete_acls::MAX),
+    (
+        ApiKey::DescribeUserScramCredentials,
+        describe_user_scram_credentials::MIN,
+        describe_user_scram_credentials::MAX,
+    ),
+    (
+        ApiKey::AlterUserScramCredentials,
+        alter_user_scram_credentials::MIN,
+        alter_user_scram_credentials::MAX,
+    ),
     (
         ApiKey::SaslHandshake,
         crate::sasl::HANDSHAKE_MIN,
@@ -283,6 +295,12 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
         RequestKind::DeleteAcls(r) => {
             ResponseKind::DeleteAcls(delete_acls::handle(shard, r, v, caller).await)
         }
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            describe_user_scram_credentials::handle(shard, r, v, caller),
+        ),
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            alter_user_scram_credentials::handle(shard, r, v, caller).await,
+        ),
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(offset_delete::handle(shard, r, v).await)
         }
