@@ -14,6 +14,7 @@ use futures::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use weir_core::auth::Principal;
 use weir_core::Shard;
 
 use crate::codec::{decode_request, encode_response, encode_response_chunks, Decoded};
@@ -154,7 +155,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         .unwrap_or_default();
     let client_host: std::rc::Rc<str> = stream
         .peer_addr()
-        .map(|a| format!("/{}", a.ip()))
+        .map(|a| format!("/{}", a.ip().to_canonical()))
         .unwrap_or_default()
         .into();
     let _ = stream.set_nodelay(true);
@@ -198,6 +199,12 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             break; // closed
         }
         let len = i32::from_be_bytes(len);
+        // Before signing in, only small frames (SASL and ApiVersions).
+        let max = if sign_in.principal == Principal::Anonymous && shard.sign_in_required() {
+            max.min(crate::sasl::MAX_FRAME_BEFORE_SIGN_IN)
+        } else {
+            max
+        };
         if len < 0 || len as usize > max {
             log::warn!("{peer}: closing: a frame of {len} bytes (the limit is {max})");
             break;

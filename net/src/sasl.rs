@@ -26,6 +26,13 @@ pub const HANDSHAKE_MAX: i16 = 1;
 pub const AUTHENTICATE_MIN: i16 = 0;
 pub const AUTHENTICATE_MAX: i16 = 2;
 
+/// The largest SASL message taken (PLAIN's and SCRAM's are far smaller).
+const MAX_SASL_MESSAGE: usize = 16 << 10;
+
+/// The largest frame a connection may send before it signs in (Kafka's
+/// `sasl.server.max.receive.size`).
+pub const MAX_FRAME_BEFORE_SIGN_IN: usize = 512 << 10;
+
 /// What a sign-in step leaves the connection to do.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Then {
@@ -89,10 +96,34 @@ impl SignIn {
     /// One step of the exchange with the client's bytes: what to send back
     /// (a challenge, or the last message once signed in), or why it was
     /// refused (the connection then closes).
-    pub async fn step(&mut self, shard: &Shard, input: &[u8]) -> Result<(Vec<u8>, Then), String> {
+    pub async fn step(
+        &mut self,
+        shard: &Shard,
+        input: &[u8],
+    ) -> Result<(Vec<u8>, Then), (ErrorCode, String)> {
         let Some(exchange) = self.exchange.as_mut() else {
-            return Err("SaslAuthenticate before a SaslHandshake".into());
+            let why = "SaslAuthenticate before a SaslHandshake".to_string();
+            return Err((ErrorCode::IllegalSaslState, why));
         };
+        if input.len() > MAX_SASL_MESSAGE {
+            self.exchange = None;
+            let why = format!(
+                "a SASL message of {} bytes (at most {MAX_SASL_MESSAGE})",
+                input.len()
+            );
+            return Err((ErrorCode::SaslAuthenticationFailed, why));
+        }
+        // Checks from one address wait out its last failure's penalty and
+        // run a few at a time, so guessing costs the node little.
+        let Some(_attempt) = shard.sign_in_throttle.begin(&self.host) else {
+            self.exchange = None;
+            let why = "too many sign-ins at once from this address".to_string();
+            return Err((ErrorCode::SaslAuthenticationFailed, why));
+        };
+        let pause = shard.sign_in_throttle.penalty(&self.host);
+        if !pause.is_zero() {
+            glommio::timer::sleep(pause).await;
+        }
         let catalog = shard.catalog();
         match exchange
             .step(input, &shard.config.role_tokens, &catalog)
@@ -117,7 +148,7 @@ impl SignIn {
                 // The name is in `why`; the password never is.
                 log::warn!("{}: sign-in refused: {why}", self.host);
                 glommio::timer::sleep(wait).await;
-                Err(why)
+                Err((ErrorCode::SaslAuthenticationFailed, why))
             }
         }
     }
@@ -133,9 +164,9 @@ impl SignIn {
                 SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(bytes)),
                 then,
             ),
-            Err(why) => (
+            Err((code, why)) => (
                 SaslAuthenticateResponse::default()
-                    .with_error_code(ErrorCode::SaslAuthenticationFailed.code())
+                    .with_error_code(code.code())
                     .with_error_message(Some(str(&format!("authentication failed: {why}")))),
                 Then::Close,
             ),

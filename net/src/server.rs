@@ -237,7 +237,7 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
                 body.truncate(len);
                 let host = stream
                     .peer_addr()
-                    .map(|a| a.ip().to_string())
+                    .map(|a| a.ip().to_canonical().to_string())
                     .unwrap_or_default();
                 let principal = weir_core::auth::sign_in_http(
                     &shard.config.role_tokens,

@@ -141,7 +141,7 @@ def test_refusals_close_the_connection(secured):
     # SaslAuthenticate with no handshake.
     s = rawkafka.connect(secured.bootstrap)
     code, message, _ = authenticate(s, b"\0writer\0" + WRITER.encode())
-    assert code == 58 and "before a SaslHandshake" in message
+    assert code == 34 and "before a SaslHandshake" in message
     # SaslHandshake v0: the exchange runs in raw frames, then requests.
     s = rawkafka.connect(secured.bootstrap)
     assert handshake(s, "PLAIN", version=0)[0] == 0
@@ -189,6 +189,20 @@ def test_users_sign_in_with_plain_and_scram_under_their_grants(secured):
     assert sql(secured, "SELECT count(*) AS n FROM orders", basic="alice:wonder land") == (200, [{"n": 6}])
     status, body = sql(secured, "SELECT * FROM secrets", basic="alice:wonder land")
     assert status == 403 and "may not select from table secrets" in body["error"]
+    # Offsets of a topic alice may not read cannot be committed, and its
+    # configs cannot be read.
+    from confluent_kafka import TopicPartition as TP
+    from confluent_kafka.admin import ConfigResource
+    c = Consumer({**conf, "group.id": "alices"})
+    with pytest.raises(Exception) as e:
+        c.commit(offsets=[TP("secrets", 0, 1)], asynchronous=False)
+    assert "TOPIC_AUTHORIZATION_FAILED" in str(e.value)
+    c.close()
+    admin = AdminClient(conf)
+    fs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "secrets")])
+    with pytest.raises(Exception) as e:
+        list(fs.values())[0].result(15)
+    assert "TOPIC_AUTHORIZATION_FAILED" in str(e.value)
     # Revoked: refused from then on.
     assert sql(secured, "REVOKE INSERT ON orders FROM alice", token=ADMIN)[0] == 200
     assert produce(sasl(secured, "alice", "wonder land"), "orders", [b"{}"])[0].code() == \

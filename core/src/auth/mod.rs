@@ -233,9 +233,9 @@ impl Access<'_> {
     /// `resource` named `name`. With sign-in off everyone may do
     /// everything. A user's rights are the ACLs; as Kafka with
     /// `allow.everyone.if.no.acl.found` for groups only, a group no ACL
-    /// names is open to every user (a consumer needs no grant for its own
-    /// group), and a user with WRITE on some topic may produce
-    /// idempotently (Kafka's KIP-679).
+    /// names may be read and described by every user (a consumer needs no
+    /// grant for its own group; deleting needs one), and a user with WRITE
+    /// on some topic may produce idempotently (Kafka's KIP-679).
     pub fn allows(
         &self,
         principal: &Principal,
@@ -254,7 +254,9 @@ impl Access<'_> {
                     return true;
                 }
                 match (resource, operation) {
-                    (ResourceType::Group, _) => {
+                    // Joining, committing to and reading one's own group;
+                    // deleting a group or its offsets needs a grant.
+                    (ResourceType::Group, Operation::Read | Operation::Describe) => {
                         !acls.iter().any(|a| a.covers(ResourceType::Group, name))
                     }
                     (ResourceType::Cluster, Operation::IdempotentWrite) => {

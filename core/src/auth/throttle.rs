@@ -1,8 +1,10 @@
 //! Failed sign-ins slow their source down: each failure from an address
-//! doubles the wait before the next failure from it is answered (from
-//! 100 ms up to 5 s), and a quiet minute or a success forgets it. Only the
-//! failing client waits (its answer is delayed on its own task); others
-//! are served meanwhile.
+//! doubles the wait before the failure is answered (from 100 ms up to
+//! 5 s), and the next attempt from that address is checked only after
+//! that wait; a quiet minute or a success forgets it. At most
+//! `MAX_AT_ONCE` sign-ins from one address are checked at a time, so
+//! guessing in parallel costs the node no more hashing. Only the failing
+//! client waits (on its own task); others are served meanwhile.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -13,30 +15,89 @@ const MOST: Duration = Duration::from_secs(5);
 const FORGET_AFTER: Duration = Duration::from_secs(60);
 /// Addresses remembered at most per shard (the oldest go first).
 const MAX_ADDRESSES: usize = 10_000;
+/// Sign-ins checked at once from one address.
+pub const MAX_AT_ONCE: usize = 4;
+
+/// One address's failures: how many, the last one's time and its wait.
+struct Failures {
+    count: u32,
+    at: Instant,
+    wait: Duration,
+}
 
 #[derive(Default)]
 pub struct Throttle {
-    failures: RefCell<HashMap<String, (u32, Instant)>>,
+    failures: RefCell<HashMap<String, Failures>>,
+    /// Per address: sign-ins being checked.
+    in_flight: RefCell<HashMap<String, usize>>,
+}
+
+/// A sign-in being checked; dropping it ends it.
+pub struct Attempt<'a> {
+    throttle: &'a Throttle,
+    host: String,
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        let mut f = self.throttle.in_flight.borrow_mut();
+        if let Some(n) = f.get_mut(&self.host) {
+            *n -= 1;
+            if *n == 0 {
+                f.remove(&self.host);
+            }
+        }
+    }
 }
 
 impl Throttle {
+    /// Starts checking a sign-in from `host`, unless `MAX_AT_ONCE` are.
+    pub fn begin(&self, host: &str) -> Option<Attempt<'_>> {
+        let mut f = self.in_flight.borrow_mut();
+        let n = f.entry(host.to_string()).or_default();
+        if *n >= MAX_AT_ONCE {
+            return None;
+        }
+        *n += 1;
+        Some(Attempt {
+            throttle: self,
+            host: host.to_string(),
+        })
+    }
+
+    /// How long a sign-in from `host` waits before it is checked: what is
+    /// left of its last failure's wait.
+    pub fn penalty(&self, host: &str) -> Duration {
+        self.failures
+            .borrow()
+            .get(host)
+            .map_or(Duration::ZERO, |f| f.wait.saturating_sub(f.at.elapsed()))
+    }
+
     /// Counts a failure from `host` and says how long its answer waits.
     pub fn failed(&self, host: &str) -> Duration {
         let now = Instant::now();
-        let mut f = self.failures.borrow_mut();
-        if f.len() >= MAX_ADDRESSES {
-            f.retain(|_, (_, at)| now.duration_since(*at) < FORGET_AFTER);
-            if f.len() >= MAX_ADDRESSES {
-                f.clear();
+        let mut all = self.failures.borrow_mut();
+        if all.len() >= MAX_ADDRESSES {
+            all.retain(|_, f| now.duration_since(f.at) < FORGET_AFTER);
+            if all.len() >= MAX_ADDRESSES {
+                all.clear();
             }
         }
-        let e = f.entry(host.to_string()).or_insert((0, now));
-        if now.duration_since(e.1) >= FORGET_AFTER {
-            e.0 = 0;
+        let f = all.entry(host.to_string()).or_insert(Failures {
+            count: 0,
+            at: now,
+            wait: Duration::ZERO,
+        });
+        if now.duration_since(f.at) >= FORGET_AFTER {
+            f.count = 0;
         }
-        e.0 = e.0.saturating_add(1);
-        e.1 = now;
-        FIRST.saturating_mul(1u32 << (e.0 - 1).min(10)).min(MOST)
+        f.count = f.count.saturating_add(1);
+        f.at = now;
+        f.wait = FIRST
+            .saturating_mul(1u32 << (f.count - 1).min(10))
+            .min(MOST);
+        f.wait
     }
 
     /// A sign-in from `host` worked: its count starts again.
@@ -61,5 +122,17 @@ mod tests {
         assert_eq!(t.failed("/10.0.0.2"), FIRST);
         t.succeeded("/10.0.0.1");
         assert_eq!(t.failed("/10.0.0.1"), FIRST);
+        assert!(t.penalty("/10.0.0.1") > Duration::ZERO);
+        assert_eq!(t.penalty("/10.0.0.9"), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_few_sign_ins_at_once_per_address() {
+        let t = Throttle::default();
+        let held: Vec<_> = (0..MAX_AT_ONCE).map(|_| t.begin("/a").unwrap()).collect();
+        assert!(t.begin("/a").is_none());
+        assert!(t.begin("/b").is_some());
+        drop(held);
+        assert!(t.begin("/a").is_some());
     }
 }

@@ -187,6 +187,16 @@ impl User {
     }
 }
 
+/// Checks `password` against a hash of nothing, as long as a user's check
+/// takes, for names that are no user's.
+pub fn check_nobody(password: &str) {
+    static NOBODY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let kept = NOBODY.get_or_init(|| hash_password_argon2(&new_token()));
+    if let Ok(h) = PasswordHash::new(kept) {
+        let _ = Argon2::default().verify_password(password.as_bytes(), &h);
+    }
+}
+
 fn hash_password_argon2(password: &str) -> String {
     let salt = SaltString::generate(&mut OsRng);
     Argon2::default()

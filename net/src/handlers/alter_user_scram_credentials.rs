@@ -118,6 +118,13 @@ pub async fn handle(
             refused.insert(name, (ErrorCode::UnacceptableCredential, why));
             continue;
         }
+        if !shard.config.role_tokens.any() {
+            let why = "set an admin token before making users: once a user exists, only the \
+                       admin role manages them"
+                .to_string();
+            refused.insert(name, (ErrorCode::UnacceptableCredential, why));
+            continue;
+        }
         if Role::from_name(&name).is_some() || name.is_empty() {
             let why = format!("{name:?} is not a name a user may have");
             refused.insert(name, (ErrorCode::UnacceptableCredential, why));

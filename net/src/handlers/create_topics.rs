@@ -10,8 +10,6 @@ use weir_core::catalog::CONFIG_NAMES;
 use weir_core::shard::NewTopic;
 use weir_core::Shard;
 
-use weir_core::auth::acl::{Operation, ResourceType};
-
 use super::{denied_topic, error_parts, only_allowed, str, Caller};
 
 pub const MIN: i16 = 2;
@@ -49,7 +47,7 @@ pub async fn handle(
         .collect();
     let results = only_allowed(
         new,
-        |t: &NewTopic| caller.may(shard, Operation::Create, ResourceType::Topic, &t.name),
+        |t: &NewTopic| caller.may_create(shard, &t.name),
         |t| Err(denied_topic(caller, "create", &t.name)),
         |new| shard.create_topics(new, req.validate_only),
     )

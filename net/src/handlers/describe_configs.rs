@@ -10,7 +10,9 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use weir_core::catalog::{TopicConfig, CONFIG_NAMES};
 use weir_core::{ErrorCode, Shard};
 
-use super::str;
+use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
+
+use super::{str, Caller};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 4;
@@ -30,6 +32,7 @@ pub fn handle(
     shard: &Rc<Shard>,
     req: DescribeConfigsRequest,
     _version: i16,
+    caller: &Caller,
 ) -> DescribeConfigsResponse {
     let catalog = shard.catalog();
     let defaults = TopicConfig::default();
@@ -40,6 +43,23 @@ pub fn handle(
             let out = DescribeConfigsResult::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
+            let (kind, name) = match r.resource_type {
+                RESOURCE_TOPIC => (ResourceType::Topic, r.resource_name.as_str()),
+                _ => (ResourceType::Cluster, CLUSTER),
+            };
+            if !caller.may(shard, Operation::DescribeConfigs, kind, name) {
+                let code = match kind {
+                    ResourceType::Topic => ErrorCode::TopicAuthorizationFailed,
+                    _ => ErrorCode::ClusterAuthorizationFailed,
+                };
+                let why = format!(
+                    "{} may not describe the configs of {name}",
+                    caller.principal
+                );
+                return out
+                    .with_error_code(code.code())
+                    .with_error_message(Some(str(&why)));
+            }
             match r.resource_type {
                 RESOURCE_TOPIC => match catalog.topic(&r.resource_name) {
                     Some(t) => out.with_configs(

@@ -60,7 +60,7 @@ pub async fn handle(
                             .with_topic_id(t.topic_id),
                     ),
                     (Some(m), _) => topics.push(topic_entry(m, node)),
-                    (None, Some(n)) if auto && may(Operation::Create, n) => {
+                    (None, Some(n)) if auto && caller.may_create(shard, n) => {
                         missing.push(n.0.to_string())
                     }
                     (None, name) => topics.push(

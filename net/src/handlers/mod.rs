@@ -166,6 +166,16 @@ impl Caller {
     }
 }
 
+impl Caller {
+    /// Whether the caller may create `topic`: CREATE on it, or on the
+    /// cluster (as Kafka).
+    pub fn may_create(&self, shard: &Shard, topic: &str) -> bool {
+        use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
+        self.may(shard, Operation::Create, ResourceType::Topic, topic)
+            || self.may(shard, Operation::Create, ResourceType::Cluster, CLUSTER)
+    }
+}
+
 /// TOPIC_AUTHORIZATION_FAILED for `caller`, who may not `what` `topic`.
 pub fn denied_topic(caller: &Caller, what: &str, topic: &str) -> KafkaError {
     KafkaError::new(
@@ -240,7 +250,7 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
             ResponseKind::CreatePartitions(create_partitions::handle(shard, r, v, caller).await)
         }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(describe_configs::handle(shard, r, v))
+            ResponseKind::DescribeConfigs(describe_configs::handle(shard, r, v, caller))
         }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(shard, r, v))
@@ -272,7 +282,7 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
             ResponseKind::LeaveGroup(leave_group::handle(shard, r, v).await)
         }
         RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(offset_commit::handle(shard, r, v).await)
+            ResponseKind::OffsetCommit(offset_commit::handle(shard, r, v, caller).await)
         }
         RequestKind::OffsetFetch(r) => {
             ResponseKind::OffsetFetch(offset_fetch::handle(shard, r, v, caller).await)
@@ -302,7 +312,7 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
             alter_user_scram_credentials::handle(shard, r, v, caller).await,
         ),
         RequestKind::OffsetDelete(r) => {
-            ResponseKind::OffsetDelete(offset_delete::handle(shard, r, v).await)
+            ResponseKind::OffsetDelete(offset_delete::handle(shard, r, v, caller).await)
         }
         other => {
             // decode_request only lets served APIs through.

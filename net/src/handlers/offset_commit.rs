@@ -8,8 +8,11 @@ use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::groups::OffsetToCommit;
 use weir_core::{ByPartition, Shard};
+
+use super::{denied_topic, Caller};
 
 pub const MIN: i16 = 2;
 pub const MAX: i16 = 9;
@@ -18,13 +21,22 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: OffsetCommitRequest,
     version: i16,
+    caller: &Caller,
 ) -> OffsetCommitResponse {
     let group = req.group_id.0.to_string();
     let mut by = ByPartition::new();
     for t in req.topics {
         let topic = t.name.0.to_string();
+        let allowed = caller.may(shard, Operation::Read, ResourceType::Topic, &topic);
         by.topic(t.name, topic.clone());
         for p in t.partitions {
+            if !allowed {
+                by.partition(
+                    p.partition_index,
+                    Err(denied_topic(caller, "commit offsets of", &topic)),
+                );
+                continue;
+            }
             let offset = OffsetToCommit {
                 topic: topic.clone(),
                 partition: p.partition_index,

@@ -7,7 +7,10 @@ use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
+use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::{ByPartition, Shard, TopicPartition};
+
+use super::{denied_topic, Caller};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 0;
@@ -16,14 +19,20 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: OffsetDeleteRequest,
     _version: i16,
+    caller: &Caller,
 ) -> OffsetDeleteResponse {
     let group = req.group_id.0.to_string();
     let mut by = ByPartition::new();
     for t in req.topics {
         let name = t.name.0.to_string();
-        by.topic(t.name, name);
+        let allowed = caller.may(shard, Operation::Read, ResourceType::Topic, &name);
+        by.topic(t.name, name.clone());
         for p in t.partitions {
-            by.partition(p.partition_index, Ok(()));
+            let arg = match allowed {
+                true => Ok(()),
+                false => Err(denied_topic(caller, "delete offsets of", &name)),
+            };
+            by.partition(p.partition_index, arg);
         }
     }
     let (places, partitions): (Vec<usize>, Vec<TopicPartition>) =
