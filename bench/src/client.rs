@@ -31,12 +31,22 @@ impl Properties {
     }
 }
 
+/// An admin client with the workload's properties (a secured broker needs
+/// the same sign-in).
+fn admin(brokers: &str, props: &Properties) -> Result<AdminClient<DefaultClientContext>, String> {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", brokers);
+    props.apply(&mut c)?.create().map_err(|e| e.to_string())
+}
+
 /// Creates a topic; an existing one is fine.
-pub fn create_topic(brokers: &str, topic: &str, partitions: i32) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .map_err(|e| e.to_string())?;
+pub fn create_topic(
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+    props: &Properties,
+) -> Result<(), String> {
+    let admin = admin(brokers, props)?;
     let results = futures::executor::block_on(admin.create_topics(
         &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
         &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
@@ -54,11 +64,8 @@ pub fn create_topic(brokers: &str, topic: &str, partitions: i32) -> Result<(), S
 /// Deletes a topic: after a run with `--delete-topic`, so a long series of
 /// alternated runs does not fill the broker's disk (each 2 GB produce run
 /// stays on it otherwise).
-pub fn delete_topic(brokers: &str, topic: &str) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .map_err(|e| e.to_string())?;
+pub fn delete_topic(brokers: &str, topic: &str, props: &Properties) -> Result<(), String> {
+    let admin = admin(brokers, props)?;
     let results = futures::executor::block_on(admin.delete_topics(
         &[topic],
         &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),

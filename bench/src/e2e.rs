@@ -77,7 +77,7 @@ impl ProducerContext for AckTimes {
 
 pub fn run(a: E2eArgs) -> Result<(), String> {
     if a.create_topic {
-        crate::client::create_topic(&a.brokers, &a.topic, a.partitions)?;
+        crate::client::create_topic(&a.brokers, &a.topic, a.partitions, &a.client)?;
     }
     let partitions = crate::client::partitions(&a.brokers, &a.topic)?;
     let epoch = Instant::now();
@@ -235,7 +235,7 @@ pub fn run(a: E2eArgs) -> Result<(), String> {
     }
     .print(a.json);
     if a.delete_topic {
-        crate::client::delete_topic(&a.brokers, &a.topic)?;
+        crate::client::delete_topic(&a.brokers, &a.topic, &a.client)?;
     }
     Ok(())
 }

@@ -108,7 +108,7 @@ pub fn producer_config(a: &ProduceArgs) -> Result<ClientConfig, String> {
 
 pub fn run(a: ProduceArgs) -> Result<(), String> {
     if a.create_topic {
-        crate::client::create_topic(&a.brokers, &a.topic, a.partitions)?;
+        crate::client::create_topic(&a.brokers, &a.topic, a.partitions, &a.client)?;
     }
     let value: Vec<u8> = if a.json_values {
         json_value(a.size)
@@ -193,7 +193,7 @@ pub fn run(a: ProduceArgs) -> Result<(), String> {
     }
     .print(a.json);
     if a.delete_topic {
-        crate::client::delete_topic(&a.brokers, &a.topic)?;
+        crate::client::delete_topic(&a.brokers, &a.topic, &a.client)?;
     }
     if failed > 0 {
         return Err(format!("{failed} messages were not delivered"));
