@@ -4,8 +4,9 @@
 //! user's Argon2id hash on the blocking pool: it takes tens of
 //! milliseconds, which the shard's other clients must not wait for).
 //! SCRAM-SHA-256/512 check the client's proof against the user's stored
-//! verifier; a name that is not a user fails only at the proof, as Kafka
-//! does, so names cannot be probed.
+//! verifier; a name that is not a user gets a fake verifier, stable per
+//! name, and fails only at the proof, so names cannot be probed (PLAIN
+//! spends an Argon2 check on unknown names for the same reason).
 
 use std::sync::Arc;
 
@@ -58,20 +59,28 @@ impl SessionCallback for Lookup {
         else {
             return Ok(());
         };
-        let user = context
-            .get_ref::<AuthId>()
-            .and_then(|name| self.catalog.users.get(name));
-        if let Some(v) = user.and_then(|u| u.scram(hash)) {
-            if let (Some(salt), Some(stored), Some(server)) =
-                (unhex(&v.salt), unhex(&v.stored_key), unhex(&v.server_key))
-            {
-                request.satisfy::<ScramStoredPassword>(&ScramStoredPassword::new(
-                    v.iterations,
-                    &salt,
-                    &stored,
-                    &server,
-                ))?;
+        let Some(name) = context.get_ref::<AuthId>() else {
+            return Ok(());
+        };
+        // A name with no verifier gets a fake one, stable per name, so its
+        // exchange looks like a real user's until the proof fails.
+        let fake;
+        let v = match self.catalog.users.get(name).and_then(|u| u.scram(hash)) {
+            Some(v) => v,
+            None => {
+                fake = super::users::fake_verifier(hash, name);
+                &fake
             }
+        };
+        if let (Some(salt), Some(stored), Some(server)) =
+            (unhex(&v.salt), unhex(&v.stored_key), unhex(&v.server_key))
+        {
+            request.satisfy::<ScramStoredPassword>(&ScramStoredPassword::new(
+                v.iterations,
+                &salt,
+                &stored,
+                &server,
+            ))?;
         }
         Ok(())
     }
@@ -225,11 +234,17 @@ mod tests {
     use crate::auth::Role;
     use rsasl::prelude::SASLClient;
 
+    /// One catalog for every test (a user's salt is drawn when it is made).
     fn catalog() -> Arc<Catalog> {
-        let mut c = Catalog::default();
-        c.users
-            .insert("alice".into(), User::new("alice", "wonderland"));
-        Arc::new(c)
+        static CATALOG: std::sync::OnceLock<Arc<Catalog>> = std::sync::OnceLock::new();
+        CATALOG
+            .get_or_init(|| {
+                let mut c = Catalog::default();
+                c.users
+                    .insert("alice".into(), User::new("alice", "wonderland"));
+                Arc::new(c)
+            })
+            .clone()
     }
 
     /// Runs a whole exchange with rsasl's client as `name`/`password`.
@@ -294,6 +309,38 @@ mod tests {
                 Step::Refused(_)
             ));
         });
+    }
+
+    /// The server-first message for `name` (its salt and iteration count
+    /// are what a prober compares).
+    fn server_first(name: &str) -> String {
+        let mut server = SaslExchange::start("SCRAM-SHA-256", catalog()).unwrap();
+        let client_first = format!("n,,n={name},r=abcdefghijklmnop");
+        let tokens = RoleTokens::default();
+        let cat = catalog();
+        let step = futures::executor::block_on(server.step(client_first.as_bytes(), &tokens, &cat));
+        match step {
+            Step::Challenge(c) => String::from_utf8(c).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_names_look_like_users() {
+        let salt = |msg: &str| {
+            msg.split(',')
+                .filter(|p| p.starts_with("s=") || p.starts_with("i="))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        // A stable salt for a name that is no user's, as for a user.
+        assert_eq!(
+            salt(&server_first("mallory")),
+            salt(&server_first("mallory"))
+        );
+        assert_eq!(salt(&server_first("alice")), salt(&server_first("alice")));
+        assert_ne!(salt(&server_first("mallory")), salt(&server_first("trudy")));
+        assert!(salt(&server_first("mallory")).contains("i=4096"));
     }
 
     #[test]

@@ -187,6 +187,39 @@ impl User {
     }
 }
 
+/// A verifier for a name that is no user's: stable for the name (while
+/// the node runs) and matching no password, so a SCRAM exchange for it
+/// looks like a real user's up to the failed proof (a salt that changed
+/// with every try would tell the names apart).
+pub fn fake_verifier(hash: ScramHash, name: &str) -> ScramVerifier {
+    static SECRET: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+    let secret = SECRET.get_or_init(|| {
+        let mut s = [0u8; 32];
+        OsRng.fill_bytes(&mut s);
+        s
+    });
+    let derive = |what: &[u8]| {
+        let mut h = Sha256::new();
+        h.update(secret);
+        h.update(what);
+        h.update([hash.code() as u8]);
+        h.update(name.as_bytes());
+        h.finalize()
+    };
+    let salt = derive(b"salt");
+    let key = derive(b"key");
+    let (stored, server) = match hash {
+        ScramHash::Sha256 => (key.to_vec(), derive(b"server").to_vec()),
+        ScramHash::Sha512 => ([key, key].concat(), [salt, key].concat()),
+    };
+    ScramVerifier {
+        iterations: SCRAM_ITERATIONS,
+        salt: hex(&salt[..24]),
+        stored_key: hex(&stored),
+        server_key: hex(&server),
+    }
+}
+
 /// Checks `password` against a hash of nothing, as long as a user's check
 /// takes, for names that are no user's.
 pub fn check_nobody(password: &str) {

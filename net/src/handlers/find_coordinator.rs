@@ -10,7 +10,9 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use kafka_protocol::protocol::StrBytes;
 use weir_core::{ErrorCode, Shard};
 
-use super::str;
+use weir_core::auth::acl::{Operation, ResourceType};
+
+use super::{str, Caller};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 6;
@@ -32,8 +34,24 @@ pub fn handle(
     shard: &Rc<Shard>,
     req: FindCoordinatorRequest,
     version: i16,
+    caller: &Caller,
 ) -> FindCoordinatorResponse {
-    let checked = check_key_type(req.key_type);
+    let key_type = req.key_type;
+    let checked = check_key_type(key_type);
+    // DESCRIBE on the group or transactional id the key names.
+    let refused = |key: &str| -> Option<(i16, StrBytes)> {
+        let (resource, code) = match key_type {
+            1 => (
+                ResourceType::TransactionalId,
+                ErrorCode::TransactionalIdAuthorizationFailed,
+            ),
+            _ => (ResourceType::Group, ErrorCode::GroupAuthorizationFailed),
+        };
+        (!caller.may(shard, Operation::Describe, resource, key)).then(|| {
+            let why = format!("{} may not describe {key:?}", caller.principal);
+            (code.code(), str(&why))
+        })
+    };
     let coordinator = |key: &str| {
         let b = shard.config.broker_of(shard.group_shard(key));
         (BrokerId(b.id), str(&b.host), b.port as i32)
@@ -42,28 +60,33 @@ pub fn handle(
         FindCoordinatorResponse::default().with_coordinators(
             req.coordinator_keys
                 .into_iter()
-                .map(|k| match &checked {
-                    Ok(()) => {
-                        let (node, host, port) = coordinator(&k);
-                        Coordinator::default()
+                .map(|k| {
+                    match checked
+                        .clone()
+                        .and_then(|()| refused(&k).map_or(Ok(()), Err))
+                    {
+                        Ok(()) => {
+                            let (node, host, port) = coordinator(&k);
+                            Coordinator::default()
+                                .with_key(k)
+                                .with_node_id(node)
+                                .with_host(host)
+                                .with_port(port)
+                        }
+                        Err((code, why)) => Coordinator::default()
                             .with_key(k)
-                            .with_node_id(node)
-                            .with_host(host)
-                            .with_port(port)
+                            .with_node_id(BrokerId(-1))
+                            .with_host(str(""))
+                            .with_port(-1)
+                            .with_error_code(code)
+                            .with_error_message(Some(why)),
                     }
-                    Err((code, why)) => Coordinator::default()
-                        .with_key(k)
-                        .with_node_id(BrokerId(-1))
-                        .with_host(str(""))
-                        .with_port(-1)
-                        .with_error_code(*code)
-                        .with_error_message(Some(why.clone())),
                 })
                 .collect(),
         )
     } else {
         let r = FindCoordinatorResponse::default();
-        match checked {
+        match checked.and_then(|()| refused(&req.key).map_or(Ok(()), Err)) {
             Ok(()) => {
                 let (node, host, port) = coordinator(&req.key);
                 r.with_node_id(node).with_host(host).with_port(port)

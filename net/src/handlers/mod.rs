@@ -256,7 +256,7 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
             ResponseKind::DescribeCluster(describe_cluster::handle(shard, r, v))
         }
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(shard, r, v))
+            ResponseKind::FindCoordinator(find_coordinator::handle(shard, r, v, caller))
         }
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(delete_records::handle(shard, r, v, caller).await)
