@@ -7,11 +7,30 @@ use std::process::{Child, Command, Stdio};
 pub struct Node {
     child: Child,
     kafka_port: u16,
+    http_port: u16,
 }
 
 impl Node {
     pub fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.kafka_port)
+    }
+
+    /// POSTs `sql` to the node's `/sql` with a bearer token; returns the
+    /// status line and the body.
+    #[allow(dead_code)] // not every test binary uses it
+    pub fn sql(&self, sql: &str, token: &str) -> (String, String) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.http_port)).unwrap();
+        let head = format!(
+            "POST /sql HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            sql.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(sql.as_bytes()).unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+        (head.lines().next().unwrap().to_string(), body.to_string())
     }
 }
 
@@ -62,5 +81,6 @@ pub fn start_node(name: &str, extra: &[&str]) -> Node {
     Node {
         child,
         kafka_port: kafka,
+        http_port: http,
     }
 }
