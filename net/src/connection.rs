@@ -200,7 +200,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         }
         let len = i32::from_be_bytes(len);
         // Before signing in, only small frames (SASL and ApiVersions).
-        let max = if sign_in.principal == Principal::Anonymous && shard.sign_in_required() {
+        let max = if *sign_in.principal == Principal::Anonymous && shard.sign_in_required() {
             max.min(crate::sasl::MAX_FRAME_BEFORE_SIGN_IN)
         } else {
             max

@@ -43,7 +43,8 @@ pub enum Then {
 
 /// One connection's sign-in state.
 pub struct SignIn {
-    pub principal: Principal,
+    /// Shared with every request's `Caller` (no copy per request).
+    pub principal: Rc<Principal>,
     /// The client's address as Kafka shows it (`/127.0.0.1`).
     pub host: Rc<str>,
     exchange: Option<SaslExchange>,
@@ -54,7 +55,7 @@ pub struct SignIn {
 impl SignIn {
     pub fn new(host: Rc<str>) -> SignIn {
         SignIn {
-            principal: Principal::Anonymous,
+            principal: Rc::new(Principal::Anonymous),
             host,
             exchange: None,
             raw: false,
@@ -66,7 +67,7 @@ impl SignIn {
         matches!(
             api,
             ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
-        ) || self.principal != Principal::Anonymous
+        ) || *self.principal != Principal::Anonymous
             || !shard.sign_in_required()
     }
 
@@ -137,7 +138,7 @@ impl SignIn {
                     exchange.mechanism()
                 );
                 shard.sign_in_throttle.succeeded(&self.host);
-                self.principal = principal;
+                self.principal = Rc::new(principal);
                 self.exchange = None;
                 self.raw = false;
                 Ok((last, Then::Serve))

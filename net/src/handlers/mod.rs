@@ -142,7 +142,7 @@ pub struct Reply {
 
 /// Who sent a request: the connection's principal and address.
 pub struct Caller {
-    pub principal: weir_core::auth::Principal,
+    pub principal: Rc<weir_core::auth::Principal>,
     /// As Kafka shows it (`/127.0.0.1`).
     pub host: Rc<str>,
 }
