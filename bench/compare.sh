@@ -14,6 +14,8 @@
 #                  median ratio;
 #   A_STATS=ADDR   a weir node's HTTP address: passed as --node-stats, so
 #                  the node's own produce p99 is printed beside the client's.
+#   A_ARGS="..."   more workload arguments for this side only (split on
+#                  spaces), e.g. its client's -X security.protocol=SASL_SSL.
 #
 # Each pair also prints the CPU steal during each run (/proc/stat): on a VM
 # the host's load moves latency tails by several times, so compare tails
@@ -31,8 +33,8 @@ tick=$(getconf CLK_TCK)
 cpu_ticks() { # pid: user + system ticks so far, or - without a pid
   if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo -; fi
 }
-run() { # broker run-number pid stats-addr
-  local out topic_args=() i c0 c1 stats=()
+run() { # broker run-number pid stats-addr side-args
+  local out topic_args=() i c0 c1 stats=() side=()
   for ((i = 0; i < ${#args[@]}; i++)); do
     if [ "${args[$i]}" = "--topic" ]; then
       topic_args+=(--topic "${args[$((i + 1))]}-$2"); i=$((i + 1))
@@ -41,9 +43,10 @@ run() { # broker run-number pid stats-addr
     fi
   done
   [ -n "$4" ] && stats=(--node-stats "$4")
+  [ -n "$5" ] && read -r -a side <<< "$5"
   c0=$(cpu_ticks "$3")
   s0=$(head -n 1 /proc/stat)
-  out=$("$bin" "$workload" --brokers "$1" "${topic_args[@]}" "${stats[@]}" --json 2>/dev/null | tail -n 1)
+  out=$("$bin" "$workload" --brokers "$1" "${topic_args[@]}" "${stats[@]}" "${side[@]}" --json 2>/dev/null | tail -n 1)
   s1=$(head -n 1 /proc/stat)
   c1=$(cpu_ticks "$3")
   python3 -c '
@@ -61,8 +64,8 @@ print(r["mb_per_sec"], r["msgs_per_sec"], r["latency_us"]["p99"], r["latency_us"
 }
 ratios=()
 for ((p = 1; p <= pairs; p++)); do
-  read -r amb amsg ap99 ap999 awake acpu anode asteal < <(run "$a" "a$p" "${A_PID:-}" "${A_STATS:-}")
-  read -r bmb bmsg bp99 bp999 bwake bcpu bnode bsteal < <(run "$b" "b$p" "${B_PID:-}" "${B_STATS:-}")
+  read -r amb amsg ap99 ap999 awake acpu anode asteal < <(run "$a" "a$p" "${A_PID:-}" "${A_STATS:-}" "${A_ARGS:-}")
+  read -r bmb bmsg bp99 bp999 bwake bcpu bnode bsteal < <(run "$b" "b$p" "${B_PID:-}" "${B_STATS:-}" "${B_ARGS:-}")
   # nan where A has nothing to divide by (e2e against the null broker
   # receives no records, so it has no MB/s).
   r=$(python3 -c "d = lambda b, a: b / a if a else float('nan'); print(f'{d($bmb, $amb):.2f} {d($bmsg, $amsg):.2f} {d($bp99, $ap99):.2f} {d($bp999, $ap999):.2f}')")

@@ -44,6 +44,10 @@ struct SqlArgs {
     /// Sign in with this token (a role's or a user's) when sign-in is on.
     #[arg(long, env = "WEIR_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Speak HTTPS, trusting the authority whose PEM certificate is in
+    /// FILE (a node with --tls-cert).
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
     /// Statements, separated by `;`: the last one's rows are printed.
     sql: String,
 }
@@ -138,6 +142,40 @@ struct ServeArgs {
     /// A file holding the reader role's token (else WEIR_READER_TOKEN).
     #[arg(long, value_name = "FILE")]
     reader_token_file: Option<PathBuf>,
+    /// A PEM certificate chain: the Kafka port (and --shard-ports) speaks
+    /// TLS 1.2/1.3 with it (clients use SSL or SASL_SSL), and --addr is
+    /// HTTPS. Needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// PEM certificates of the authority that signs client certificates:
+    /// a client that presents one it signed is signed in as the
+    /// certificate's subject CN (`User:CN`); one that presents none signs
+    /// in with SASL.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// Refuse to start unless the Kafka port speaks TLS (--tls-cert).
+    #[arg(long)]
+    require_client_tls: bool,
+}
+
+/// The TLS the ports speak, if any (`--tls-*`).
+fn tls(args: &ServeArgs) -> Result<Option<weir_net::tls::TlsAcceptor>, String> {
+    match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => weir_net::tls::load(&weir_net::tls::TlsFiles {
+            cert,
+            key,
+            client_ca: args.tls_client_ca.as_deref(),
+        })
+        .map(Some),
+        _ if args.require_client_tls => Err(
+            "--require-client-tls: the Kafka port would be in the clear: give --tls-cert and --tls-key"
+                .into(),
+        ),
+        _ => Ok(None),
+    }
 }
 
 fn resolve(what: &str, addr: &str) -> Result<SocketAddr, String> {
@@ -235,15 +273,19 @@ fn main() {
     let cli = Cli::parse();
     match cli.command {
         Command::Sql(args) => {
-            let out = sql_client::request(&args.addr, &args.sql, args.token.as_deref()).and_then(
-                |body| {
-                    if args.json {
-                        Ok(body + "\n")
-                    } else {
-                        sql_client::table(&body)
-                    }
-                },
-            );
+            let out = sql_client::request(
+                &args.addr,
+                &args.sql,
+                args.token.as_deref(),
+                args.ca.as_deref(),
+            )
+            .and_then(|body| {
+                if args.json {
+                    Ok(body + "\n")
+                } else {
+                    sql_client::table(&body)
+                }
+            });
             match out {
                 Ok(text) => print!("{text}"),
                 Err(e) => {
@@ -255,7 +297,7 @@ fn main() {
         Command::Serve(args) => {
             // Said once the node serves: a start-up failure is one line.
             let memory = allocator::release_freed_memory_after(args.release_freed_memory_ms);
-            let cfg = match config(*args) {
+            let cfg = match tls(&args).and_then(|tls| Ok((config(*args)?, tls))) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("weir: {e}");
@@ -263,8 +305,11 @@ fn main() {
                 }
             };
             let set = block_stop_signals();
+            let (cfg, tls) = cfg;
             let (kafka, http, shards) = (cfg.kafka_addr, cfg.http_addr, cfg.shards);
-            let serve: weir_core::shard::ServeFn = Arc::new(weir_net::server::bind);
+            let over = if tls.is_some() { " over TLS" } else { "" };
+            let serve: weir_core::shard::ServeFn =
+                Arc::new(move |shard| weir_net::server::bind(shard, tls.clone()));
             let node = match weir_core::shard::start(cfg, serve) {
                 Ok(n) => n,
                 Err(e) => {
@@ -272,7 +317,9 @@ fn main() {
                     std::process::exit(1);
                 }
             };
-            log::info!("weir serving Kafka on {kafka} and HTTP on {http} with {shards} shard(s)");
+            log::info!(
+                "weir serving Kafka on {kafka} and HTTP on {http}{over} with {shards} shard(s)"
+            );
             log::info!("{memory}");
             let stop = node.stop_flag();
             std::thread::spawn(move || {

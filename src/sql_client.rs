@@ -3,15 +3,30 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
 
 use serde_json::Value;
 
 /// Sends `sql` to the node at `addr` (signed in with `token` as a bearer
-/// token, if given); returns the JSON body, or the error.
-pub fn request(addr: &str, sql: &str, token: Option<&str>) -> Result<String, String> {
-    let mut s = TcpStream::connect(addr).map_err(|e| format!("cannot reach {addr}: {e}"))?;
-    let _ = s.set_read_timeout(Some(Duration::from_secs(300)));
+/// token, if given; over HTTPS trusting the authority in `ca`, if given);
+/// returns the JSON body, or the error.
+pub fn request(
+    addr: &str,
+    sql: &str,
+    token: Option<&str>,
+    ca: Option<&Path>,
+) -> Result<String, String> {
+    let tcp = TcpStream::connect(addr).map_err(|e| format!("cannot reach {addr}: {e}"))?;
+    let _ = tcp.set_read_timeout(Some(Duration::from_secs(300)));
+    let mut s: Box<dyn ReadWrite> = match ca {
+        None => Box::new(tcp),
+        Some(ca) => Box::new(https(addr, tcp, ca)?),
+    };
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
@@ -38,6 +53,40 @@ pub fn request(addr: &str, sql: &str, token: Option<&str>) -> Result<String, Str
         .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(String::from))
         .unwrap_or_else(|| body.to_string());
     Err(why)
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// A TLS session to `addr` that trusts the certificates in `ca` and checks
+/// the node's certificate names the host of `addr`.
+fn https(
+    addr: &str,
+    tcp: TcpStream,
+    ca: &Path,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(ca)
+        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("--ca {}: {e}", ca.display()))?;
+    for cert in certs {
+        roots
+            .add(cert)
+            .map_err(|e| format!("--ca {}: {e}", ca.display()))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let name = ServerName::try_from(host.to_string())
+        .map_err(|e| format!("{addr}: not a name to check a certificate against: {e}"))?;
+    let conn = rustls::ClientConnection::new(Arc::new(config), name)
+        .map_err(|e| format!("TLS to {addr}: {e}"))?;
+    Ok(rustls::StreamOwned::new(conn, tcp))
 }
 
 fn cell(v: &Value) -> String {

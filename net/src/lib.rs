@@ -3,6 +3,8 @@
 //! - [`codec`]: frames and messages, bytes in and out, no I/O.
 //! - [`handlers`]: one module per Kafka API, declaring its versions.
 //! - [`connection`]: one client connection, pipelined and answered in order.
+//! - [`transport`]: how its bytes move, over a plain socket or TLS.
+//! - [`sasl`]: its sign-in; [`tls`]: the TLS configuration and handshake.
 //! - [`server`]: the per-shard listeners (Kafka and HTTP).
 
 pub mod codec;
@@ -10,3 +12,5 @@ pub mod connection;
 pub mod handlers;
 pub mod sasl;
 pub mod server;
+pub mod tls;
+pub mod transport;

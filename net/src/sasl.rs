@@ -62,6 +62,17 @@ impl SignIn {
         }
     }
 
+    /// Signs the connection in as the subject CN of the certificate it
+    /// presented over TLS (verified against `--tls-client-ca`), as Kafka's
+    /// SSL listener does; on an open node, as anyone (SASL alike). A SASL
+    /// sign-in after this replaces it.
+    pub fn certificate(&mut self, shard: &Shard, name: String) {
+        if shard.sign_in_required() {
+            log::debug!("{}: signed in by certificate as {name}", self.host);
+            self.principal = Rc::new(Principal::User(name));
+        }
+    }
+
     /// Whether a request of `api` may be served on this connection now.
     pub fn admits(&self, shard: &Shard, api: ApiKey) -> bool {
         matches!(

@@ -1,13 +1,15 @@
 //! The listeners of one shard: Kafka on `--kafka` and HTTP on `--addr`,
 //! both bound with SO_REUSEPORT so every shard accepts its own share, and
-//! with `--shard-ports` Kafka on this shard's own port too.
+//! with `--shard-ports` Kafka on this shard's own port too. With TLS
+//! (`--tls-cert`), both ports speak it.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use futures::io::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::{TcpListener, TcpStream};
+use futures::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_rustls::TlsAcceptor;
+use glommio::net::TcpListener;
 use glommio::sync::Semaphore;
 use weir_core::shard::Serving;
 use weir_core::Shard;
@@ -15,7 +17,7 @@ use weir_core::Shard;
 use crate::connection;
 
 /// Binds this shard's listeners and returns the future that serves them.
-pub fn bind(shard: Rc<Shard>) -> Result<Serving, String> {
+pub fn bind(shard: Rc<Shard>, tls: Option<TlsAcceptor>) -> Result<Serving, String> {
     let kafka = TcpListener::bind(shard.config.kafka_addr).map_err(|e| {
         format!(
             "cannot listen for Kafka on {}: {e}",
@@ -34,10 +36,11 @@ pub fn bind(shard: Rc<Shard>) -> Result<Serving, String> {
     // Both Kafka listeners of this shard share its connection slots.
     let slots = Rc::new(Semaphore::new(shard.config.connections_per_shard() as u64));
     Ok(Box::pin(async move {
-        let http_task = glommio::spawn_local(serve_http(shard.clone(), http));
-        let own_task =
-            own.map(|l| glommio::spawn_local(accept_kafka(shard.clone(), l, slots.clone())));
-        let result = accept_kafka(shard, kafka, slots).await;
+        let http_task = glommio::spawn_local(serve_http(shard.clone(), http, tls.clone()));
+        let own_task = own.map(|l| {
+            glommio::spawn_local(accept_kafka(shard.clone(), l, slots.clone(), tls.clone()))
+        });
+        let result = accept_kafka(shard, kafka, slots, tls).await;
         if let Some(t) = own_task {
             t.cancel().await;
         }
@@ -50,6 +53,7 @@ async fn accept_kafka(
     shard: Rc<Shard>,
     listener: TcpListener,
     slots: Rc<Semaphore>,
+    tls: Option<TlsAcceptor>,
 ) -> Result<(), String> {
     // Keep every connection's handle so shutdown can cancel them: a
     // detached task would outlive its executor.
@@ -86,9 +90,9 @@ async fn accept_kafka(
             .stats
             .connections
             .set(shard.stats.connections.get() + 1);
-        let (s, l) = (shard.clone(), live.clone());
+        let (s, l, tls) = (shard.clone(), live.clone(), tls.clone());
         let handle = glommio::spawn_local(async move {
-            connection::serve(s, stream).await;
+            connection::serve(s, stream, tls).await;
             l.borrow_mut().remove(&id);
             drop(slot);
         })
@@ -113,14 +117,25 @@ impl Drop for CancelOnDrop {
 /// histograms merged), `POST /stats/reset` (empties them), `POST /sql`
 /// (statements in the body; the last one's rows as a JSON array, or
 /// `{"error": ...}`).
-async fn serve_http(shard: Rc<Shard>, listener: TcpListener) {
+async fn serve_http(shard: Rc<Shard>, listener: TcpListener, tls: Option<TlsAcceptor>) {
     loop {
         let Ok(stream) = listener.accept().await else {
             continue;
         };
         let s = shard.clone();
+        let tls = tls.clone();
         glommio::spawn_local(async move {
-            let _ = http_exchange(s, stream).await;
+            let peer = stream.peer_addr().ok();
+            let _ = match tls {
+                None => http_exchange(s, stream, peer).await,
+                Some(acceptor) => match crate::tls::accept(&acceptor, stream).await {
+                    Ok(session) => http_exchange(s, session, peer).await,
+                    Err(why) => {
+                        log::debug!("HTTPS from {peer:?}: {why}");
+                        Ok(())
+                    }
+                },
+            };
         })
         .detach();
     }
@@ -154,7 +169,11 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// Writes a JSON response (every response closes its connection).
-async fn write_response(stream: &mut TcpStream, status: &str, body: &[u8]) -> std::io::Result<()> {
+async fn write_response<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    status: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -164,12 +183,22 @@ async fn write_response(stream: &mut TcpStream, status: &str, body: &[u8]) -> st
 }
 
 /// Answers and closes (a request refused before it ran).
-async fn respond(stream: &mut TcpStream, status: &str, body: &[u8]) -> std::io::Result<()> {
+async fn respond<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    status: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
     write_response(stream, status, body).await?;
     stream.close().await
 }
 
-async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Result<()> {
+/// One HTTP request and its answer, over a plain socket or TLS; `peer` is
+/// the client's address.
+async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    shard: Rc<Shard>,
+    mut stream: S,
+    peer: Option<std::net::SocketAddr>,
+) -> std::io::Result<()> {
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -235,8 +264,7 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
                     body.extend_from_slice(&buf[..n]);
                 }
                 body.truncate(len);
-                let host = stream
-                    .peer_addr()
+                let host = peer
                     .map(|a| a.ip().to_canonical().to_string())
                     .unwrap_or_default();
                 let principal = weir_core::auth::sign_in_http(
@@ -288,13 +316,13 @@ async fn http_exchange(shard: Rc<Shard>, mut stream: TcpStream) -> std::io::Resu
     if unread > 0 {
         // Bounded in bytes and in time: a client that trickles its body
         // holds the connection at most about twice DISCARD_TIMEOUT.
-        stream.set_read_timeout(Some(DISCARD_TIMEOUT))?;
         let began = std::time::Instant::now();
         while unread > 0 && began.elapsed() < DISCARD_TIMEOUT {
-            let n = stream.read(&mut buf).await?;
-            if n == 0 {
+            let read =
+                glommio::timer::timeout(DISCARD_TIMEOUT, async { Ok(stream.read(&mut buf).await) });
+            let Ok(Ok(n @ 1..)) = read.await else {
                 break;
-            }
+            };
             unread = unread.saturating_sub(n);
         }
     }

@@ -15,6 +15,12 @@ impl Node {
         format!("127.0.0.1:{}", self.kafka_port)
     }
 
+    /// The node's `--addr`.
+    #[allow(dead_code)] // not every test binary uses it
+    pub fn http_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.http_port)
+    }
+
     /// POSTs `sql` to the node's `/sql` with a bearer token; returns the
     /// status line and the body.
     #[allow(dead_code)] // not every test binary uses it
@@ -52,6 +58,11 @@ pub fn free_port() -> u16 {
 /// Starts a two-shard node in a fresh directory named `name` and waits for
 /// its "weir serving" line. `extra`: more `weir serve` arguments.
 pub fn start_node(name: &str, extra: &[&str]) -> Node {
+    start_node_with_env(name, extra, &[])
+}
+
+/// `start_node` with variables added to the node's environment.
+pub fn start_node_with_env(name: &str, extra: &[&str], env: &[(&str, &str)]) -> Node {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -65,6 +76,7 @@ pub fn start_node(name: &str, extra: &[&str]) -> Node {
             &format!("127.0.0.1:{http}"),
         ])
         .args(extra)
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start weir");
@@ -82,5 +94,85 @@ pub fn start_node(name: &str, extra: &[&str]) -> Node {
         child,
         kafka_port: kafka,
         http_port: http,
+    }
+}
+
+/// PEM files made with the `openssl` command in `dir`: an authority
+/// (`ca.pem`), a node certificate it signs for 127.0.0.1 (`node.pem`,
+/// `node.key`) and a client certificate with subject CN `name`
+/// (`client.pem`, `client.key`).
+#[allow(dead_code)] // not every test binary uses it
+pub fn make_certs(dir: &std::path::Path, name: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("run openssl");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=weir test CA",
+        "-keyout",
+        &p("ca.key"),
+        "-out",
+        &p("ca.pem"),
+    ]);
+    let uses = [
+        (
+            "node",
+            "/CN=localhost".to_string(),
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        ),
+        (
+            "client",
+            format!("/CN={name}"),
+            "extendedKeyUsage=clientAuth\n",
+        ),
+    ];
+    for (file, subject, ext) in uses {
+        std::fs::write(
+            p(&format!("{file}.ext")),
+            format!("basicConstraints=CA:FALSE\n{ext}"),
+        )
+        .unwrap();
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            &subject,
+            "-keyout",
+            &p(&format!("{file}.key")),
+            "-out",
+            &p(&format!("{file}.csr")),
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &p(&format!("{file}.csr")),
+            "-CA",
+            &p("ca.pem"),
+            "-CAkey",
+            &p("ca.key"),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &p(&format!("{file}.pem")),
+            "-extfile",
+            &p(&format!("{file}.ext")),
+        ]);
     }
 }

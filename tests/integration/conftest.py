@@ -24,8 +24,11 @@ def free_port():
 
 
 class Node:
-    def __init__(self, data_dir, cores=2, extra=(), env=None):
+    """`ca`: the authority of the node's --tls-cert, for HTTPS to --addr."""
+
+    def __init__(self, data_dir, cores=2, extra=(), env=None, ca=None):
         self.data_dir = str(data_dir)
+        self.ca = ca
         self.cores = cores
         self.extra = list(extra)
         self.env = {**os.environ, **(env or {})}
@@ -33,6 +36,7 @@ class Node:
         self.http_port = free_port()
         self.proc = None
         self.log = []
+        self.logged = threading.Condition()
 
     @property
     def bootstrap(self):
@@ -40,7 +44,15 @@ class Node:
 
     @property
     def http(self):
-        return f"http://127.0.0.1:{self.http_port}"
+        scheme = "https" if self.ca else "http"
+        return f"{scheme}://127.0.0.1:{self.http_port}"
+
+    def urlopen(self, request, timeout=30):
+        """urllib's urlopen, trusting the node's authority over HTTPS."""
+        import ssl
+        import urllib.request
+        context = ssl.create_default_context(cafile=self.ca) if self.ca else None
+        return urllib.request.urlopen(request, timeout=timeout, context=context)
 
     def spawn(self):
         """Starts the process and returns at once; `self.ready` is set when
@@ -53,13 +65,21 @@ class Node:
 
         def drain(proc):
             for line in proc.stderr:
-                self.log.append(line)
+                with self.logged:
+                    self.log.append(line)
+                    self.logged.notify_all()
                 if "weir serving" in line:
                     ready.set()
             ready.set()
 
         threading.Thread(target=drain, args=(self.proc,), daemon=True).start()
         return self
+
+    def await_log(self, text, timeout=10):
+        """Whether the node logs a line containing `text` within `timeout`
+        seconds (lines arrive through a pipe, after the event)."""
+        with self.logged:
+            return self.logged.wait_for(lambda: any(text in line for line in self.log), timeout)
 
     def start(self, timeout=30):
         self.spawn()
@@ -84,8 +104,7 @@ class Node:
 
     def stats(self):
         import json
-        import urllib.request
-        with urllib.request.urlopen(self.http + "/stats", timeout=10) as r:
+        with self.urlopen(self.http + "/stats", timeout=10) as r:
             return json.loads(r.read())
 
 
@@ -101,8 +120,9 @@ def node(tmp_path):
 def make_node(tmp_path):
     nodes = []
 
-    def make(cores=2, extra=(), data_dir=None, env=None):
-        n = Node(data_dir or tmp_path / f"data{len(nodes)}", cores=cores, extra=extra, env=env)
+    def make(cores=2, extra=(), data_dir=None, env=None, ca=None):
+        n = Node(data_dir or tmp_path / f"data{len(nodes)}", cores=cores, extra=extra, env=env,
+                 ca=ca)
         nodes.append(n)
         return n.start()
 
@@ -144,3 +164,31 @@ def consume_all(bootstrap, topic, partitions, expected=None, timeout=30, **conf)
     if expected is not None:
         assert len(out) == expected
     return out
+
+
+def make_certs(directory):
+    """A certificate authority, a node certificate it signs for 127.0.0.1
+    and localhost, and a client certificate with subject CN `billing`, made
+    with the openssl command; returns their PEM files' paths by name."""
+    d = str(directory)
+    os.makedirs(d, exist_ok=True)
+    path = {name: os.path.join(d, name) for name in (
+        "ca.pem", "ca.key", "node.pem", "node.key", "billing.pem", "billing.key")}
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=weir test CA",
+            "-keyout", path["ca.key"], "-out", path["ca.pem"])
+    # X.509 v3 certificates with their uses named, as a real authority's.
+    uses = {"node": "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+            "billing": "extendedKeyUsage=clientAuth\n"}
+    for name, subject in (("node", "/CN=localhost"), ("billing", "/O=acme/CN=billing")):
+        csr, ext = os.path.join(d, name + ".csr"), os.path.join(d, name + ".ext")
+        with open(ext, "w") as f:
+            f.write("basicConstraints=CA:FALSE\n" + uses[name])
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject,
+                "-keyout", path[name + ".key"], "-out", csr)
+        openssl("x509", "-req", "-in", csr, "-CA", path["ca.pem"], "-CAkey", path["ca.key"],
+                "-CAcreateserial", "-days", "2", "-out", path[name + ".pem"], "-extfile", ext)
+    return path

@@ -34,7 +34,7 @@ def sql(node, statement, token=None, basic=None):
     if basic:
         req.add_header("Authorization", "Basic " + base64.b64encode(basic.encode()).decode())
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with node.urlopen(req, timeout=30) as r:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())

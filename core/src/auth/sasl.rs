@@ -128,6 +128,16 @@ pub enum Step {
 pub struct SaslExchange {
     mechanism: &'static str,
     session: Session<Claimed>,
+    /// SCRAM: the nonce of the server-first message, once sent.
+    nonce: Option<Vec<u8>>,
+}
+
+/// The value of attribute `name` in a SCRAM message (`r=...,s=...`).
+fn scram_attribute(message: &[u8], name: u8) -> Option<&[u8]> {
+    message
+        .split(|b| *b == b',')
+        .find(|part| part.len() >= 2 && part[0] == name && part[1] == b'=')
+        .map(|part| &part[2..])
 }
 
 impl SaslExchange {
@@ -151,6 +161,7 @@ impl SaslExchange {
         Ok(SaslExchange {
             mechanism: known,
             session,
+            nonce: None,
         })
     }
 
@@ -160,6 +171,19 @@ impl SaslExchange {
 
     /// Takes the client's next message.
     pub async fn step(&mut self, input: &[u8], tokens: &RoleTokens, catalog: &Catalog) -> Step {
+        if let Some(nonce) = &self.nonce {
+            // librdkafka before 2.6.1 sends its own nonce again in front of
+            // the combined one; RFC 5802 (and Kafka 4) refuse that. Said
+            // plainly, since the proof would only "not match".
+            let sent = scram_attribute(input, b'r');
+            if sent.is_some_and(|r| r != nonce.as_slice() && r.ends_with(nonce)) {
+                return Step::Refused(format!(
+                    "{}: the final message repeats the client's nonce (librdkafka before 2.6.1 \
+                     does this; Kafka 4 refuses it too): upgrade the client, or use PLAIN over TLS",
+                    self.mechanism
+                ));
+            }
+        }
         let mut out = Vec::new();
         let state = match self.session.step(Some(input), &mut out) {
             Ok(s) => s,
@@ -168,6 +192,9 @@ impl SaslExchange {
             Err(_) => return Step::Refused(format!("{}: a malformed message", self.mechanism)),
         };
         if state == State::Running {
+            if self.mechanism.starts_with("SCRAM") && self.nonce.is_none() {
+                self.nonce = scram_attribute(&out, b'r').map(<[u8]>::to_vec);
+            }
             return Step::Challenge(out);
         }
         match self.session.validation() {
@@ -341,6 +368,29 @@ mod tests {
         assert_eq!(salt(&server_first("alice")), salt(&server_first("alice")));
         assert_ne!(salt(&server_first("mallory")), salt(&server_first("trudy")));
         assert!(salt(&server_first("mallory")).contains("i=4096"));
+    }
+
+    /// librdkafka before 2.6.1 repeats its nonce in the final message: it is
+    /// refused with a message that says so.
+    #[test]
+    fn a_repeated_client_nonce_is_refused_plainly() {
+        let mut server = SaslExchange::start("SCRAM-SHA-256", catalog()).unwrap();
+        let (tokens, cat) = (RoleTokens::default(), catalog());
+        let first = futures::executor::block_on(server.step(
+            b"n,,n=alice,r=abcdefghijklmnop",
+            &tokens,
+            &cat,
+        ));
+        let Step::Challenge(first) = first else {
+            panic!("{first:?}")
+        };
+        let nonce = std::str::from_utf8(scram_attribute(&first, b'r').unwrap()).unwrap();
+        assert!(nonce.starts_with("abcdefghijklmnop"), "{nonce}");
+        let last = format!("c=biws,r=abcdefghijklmnop{nonce},p=AAAA");
+        match futures::executor::block_on(server.step(last.as_bytes(), &tokens, &cat)) {
+            Step::Refused(why) => assert!(why.contains("before 2.6.1"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
