@@ -77,10 +77,13 @@ pub fn delete_topic(brokers: &str, topic: &str, props: &Properties) -> Result<()
     Ok(())
 }
 
-/// The number of partitions of a topic.
-pub fn partitions(brokers: &str, topic: &str) -> Result<i32, String> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+/// The number of partitions of a topic (asked with the workload's
+/// properties: a secured broker needs the same sign-in).
+pub fn partitions(brokers: &str, topic: &str, props: &Properties) -> Result<i32, String> {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", brokers);
+    let c: BaseConsumer = props
+        .apply(&mut config)?
         .create()
         .map_err(|e| e.to_string())?;
     let md = c

@@ -23,7 +23,7 @@ pub struct ConsumeArgs {
 }
 
 pub fn run(a: ConsumeArgs) -> Result<(), String> {
-    let partitions = crate::client::partitions(&a.brokers, &a.topic)?;
+    let partitions = crate::client::partitions(&a.brokers, &a.topic, &a.client)?;
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", &a.brokers)

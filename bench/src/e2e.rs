@@ -79,7 +79,7 @@ pub fn run(a: E2eArgs) -> Result<(), String> {
     if a.create_topic {
         crate::client::create_topic(&a.brokers, &a.topic, a.partitions, &a.client)?;
     }
-    let partitions = crate::client::partitions(&a.brokers, &a.topic)?;
+    let partitions = crate::client::partitions(&a.brokers, &a.topic, &a.client)?;
     let epoch = Instant::now();
     let total = a.rate * a.seconds;
 
