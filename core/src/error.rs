@@ -43,6 +43,8 @@ pub enum ErrorCode {
     TransactionalIdAuthorizationFailed = 53,
     OutOfOrderSequenceNumber = 45,
     InvalidProducerEpoch = 47,
+    InvalidTxnState = 48,
+    ConcurrentTransactions = 51,
     KafkaStorageError = 56,
     SaslAuthenticationFailed = 58,
     NonEmptyGroup = 68,
@@ -55,6 +57,8 @@ pub enum ErrorCode {
     DuplicateResource = 92,
     UnacceptableCredential = 93,
     UnknownTopicId = 100,
+    OperationNotAttempted = 55,
+    UnstableOffsetCommit = 88,
     InconsistentTopicId = 103,
 }
 

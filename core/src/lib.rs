@@ -13,6 +13,8 @@
 //! - [`latency`]: per-shard latency histograms (produce, flush write, sync).
 //! - [`sql`]: SQL statements over the tables (`POST /sql`).
 //! - [`table`]: typed tables: schemas, records to rows, scans for SQL.
+//! - [`txn`]: transactions: the coordinator (state machine, durable state,
+//!   markers across shards).
 //! - [`listeners`]: who listens on a port (a live process, or a killed one's
 //!   leftovers).
 //! - [`watchdog`]: wakes a shard that slept through its own wake-up.
@@ -33,6 +35,7 @@ pub mod refusals;
 pub mod shard;
 pub mod sql;
 pub mod table;
+pub mod txn;
 pub mod watchdog;
 
 pub use by_partition::{ByPartition, PartitionWork, TopicPartition};

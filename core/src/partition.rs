@@ -9,7 +9,8 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use futures::channel::oneshot;
-use weir_storage::batch::{split_produced, BatchHeader};
+use weir_storage::batch::{split_produced, BatchHeader, Marker};
+use weir_storage::producer_state::AbortedTxn;
 use weir_storage::{Appended, Chunks, PartitionLog};
 
 use crate::cache::{CachedBatch, PartitionCache, TailCache};
@@ -28,6 +29,12 @@ pub struct PartitionRead {
     pub records: Chunks,
     pub high_watermark: i64,
     pub log_start: i64,
+    /// Where read_committed readers stop (the high watermark when no
+    /// transaction is open).
+    pub last_stable_offset: i64,
+    /// For a read_committed read: the aborted transactions with data in
+    /// what was read, for the client to skip. `None` for read_uncommitted.
+    pub aborted: Option<Vec<AbortedTxn>>,
 }
 
 /// A topic-partition. Lives on its owning shard.
@@ -163,10 +170,53 @@ impl Partition {
         Ok(appended)
     }
 
+    /// Ends `producer_id`'s transaction in this partition with `marker`,
+    /// durably: the control batch is appended as a produce with acks=all.
+    pub async fn append_marker(
+        self: &Rc<Self>,
+        marker: Marker,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        cache: &RefCell<TailCache>,
+    ) -> ProduceResult {
+        let batch = weir_storage::records::build_marker_batch(
+            marker,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            now_ms(),
+        );
+        let header = BatchHeader::parse(&batch).expect("a marker batch");
+        self.append(&[(header, batch)], -1, cache).await
+    }
+
     /// Reads from `offset`: from the tail cache when it reaches back that
-    /// far, else from the log.
-    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<PartitionRead, KafkaError> {
+    /// far, else from the log. `committed`: read_committed, which stops at
+    /// the last stable offset and lists the aborted transactions read.
+    pub async fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        committed: bool,
+    ) -> Result<PartitionRead, KafkaError> {
+        let mut read = self.read_below(offset, max_bytes, committed).await?;
+        if committed {
+            let upto = read.last_stable_offset;
+            read.aborted = Some(self.log.aborted_between(offset, upto));
+        }
+        Ok(read)
+    }
+
+    async fn read_below(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        committed: bool,
+    ) -> Result<PartitionRead, KafkaError> {
         let (hw, start) = (self.log.high_watermark(), self.log.log_start());
+        let lso = self.log.last_stable_offset();
+        let upto = if committed { lso } else { hw };
         if offset < start || offset > hw {
             return Err(KafkaError::new(
                 ErrorCode::OffsetOutOfRange,
@@ -176,27 +226,28 @@ impl Partition {
                 ),
             ));
         }
-        if offset == hw {
-            return Ok(PartitionRead {
-                records: Chunks::default(),
-                high_watermark: hw,
-                log_start: start,
-            });
+        let answer = |records| PartitionRead {
+            records,
+            high_watermark: hw,
+            log_start: start,
+            last_stable_offset: lso,
+            aborted: None,
+        };
+        if offset >= upto {
+            return Ok(answer(Chunks::default()));
         }
-        if let Some(records) = self.cache.read(offset, max_bytes, hw) {
+        if let Some(records) = self.cache.read(offset, max_bytes, upto) {
             if !records.is_empty() {
-                return Ok(PartitionRead {
-                    records,
-                    high_watermark: hw,
-                    log_start: start,
-                });
+                return Ok(answer(records));
             }
         }
-        let r = self.log.read(offset, max_bytes).await?;
+        let r = self.log.read_below(offset, max_bytes, upto).await?;
         Ok(PartitionRead {
             records: r.batches,
             high_watermark: r.high_watermark,
             log_start: r.log_start,
+            last_stable_offset: lso.min(r.high_watermark),
+            aborted: None,
         })
     }
 

@@ -113,6 +113,57 @@ impl BatchHeader {
     pub fn is_log_append_time(&self) -> bool {
         self.attributes & ATTR_LOG_APPEND_TIME != 0
     }
+
+    /// Part of a transaction (its records count once the transaction
+    /// commits).
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    /// A control batch (a transaction marker), never an application's.
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+}
+
+/// How a transaction ended, as its marker says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    Abort,
+    Commit,
+}
+
+impl Marker {
+    /// The control record's type (its key's second field).
+    pub fn control_type(self) -> i16 {
+        match self {
+            Marker::Abort => 0,
+            Marker::Commit => 1,
+        }
+    }
+}
+
+/// The marker a control batch holds (`batch` is the whole batch): its
+/// first record's key is (version i16, type i16). `None` for another
+/// control type or bytes that are not one.
+pub fn control_marker(batch: &[u8], h: &BatchHeader) -> Option<Marker> {
+    if !h.is_control() || h.attributes & ATTR_COMPRESSION_MASK != 0 {
+        return None;
+    }
+    let mut at = HEADER_LEN;
+    let _len = crate::records::read_varlong(batch, &mut at)?;
+    at += 1; // attributes
+    crate::records::read_varlong(batch, &mut at)?; // timestamp delta
+    crate::records::read_varlong(batch, &mut at)?; // offset delta
+    let key_len = crate::records::read_varlong(batch, &mut at)?;
+    if key_len < 4 {
+        return None;
+    }
+    match i16::from_be_bytes(batch.get(at + 2..at + 4)?.try_into().ok()?) {
+        0 => Some(Marker::Abort),
+        1 => Some(Marker::Commit),
+        _ => None,
+    }
 }
 
 /// Checks the CRC-32C of a complete batch. `batch` must hold exactly one batch.
@@ -156,6 +207,16 @@ pub fn split_produced(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, Batc
         let batch = records.slice(at..at + total);
         if !crc_ok(&batch, &header) {
             return Err(BatchError::Corrupt("CRC-32C mismatch".into()));
+        }
+        if header.is_control() {
+            return Err(BatchError::InvalidRecord(
+                "a control batch (a transaction marker): only the node writes those".into(),
+            ));
+        }
+        if header.is_transactional() && header.producer_id < 0 {
+            return Err(BatchError::InvalidRecord(
+                "a transactional batch without a producer id".into(),
+            ));
         }
         if header.record_count <= 0 || header.last_offset_delta != header.record_count - 1 {
             return Err(BatchError::InvalidRecord(format!(

@@ -2,13 +2,27 @@
 //! sequence numbers of the last five batches, so a resent batch is answered
 //! with its original offsets and a gap is refused.
 //!
+//! Transactions too: where each producer's open transaction began in this
+//! partition (the last stable offset is the earliest of those, and of
+//! transactions whose marker is not yet durable), and the aborted
+//! transactions a read_committed reader must skip.
+//!
 //! The state is rebuilt with the log: a snapshot written when a segment
 //! rolls (`{base}.snapshot`, the state as of offset `base`) plus the batches
 //! of the active segment, which recovery scans anyway.
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::batch::BatchHeader;
+use crate::batch::{BatchHeader, Marker};
+
+/// A transaction that ended with an abort marker: its data batches lie in
+/// `first_offset..last_offset` (the marker's offset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
 
 /// How many recent batches per producer are remembered (Kafka's five
 /// in-flight requests per connection).
@@ -29,6 +43,8 @@ pub struct ProducerEntry {
     pub batches: VecDeque<BatchMeta>,
     /// Wall-clock ms of the last append (for expiry).
     pub last_append_ms: i64,
+    /// The offset of this producer's first batch in its open transaction.
+    pub txn_first_offset: Option<i64>,
 }
 
 /// What to do with a producer's batch.
@@ -84,6 +100,11 @@ fn last_seq(h: &BatchHeader) -> i32 {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
+    /// Ended transactions as (first offset, marker offset), until the
+    /// marker is durable: readers of committed data stop before them.
+    ending: Vec<(i64, i64)>,
+    /// Aborted transactions, in marker order.
+    aborted: Vec<AbortedTxn>,
 }
 
 impl ProducerStates {
@@ -110,6 +131,17 @@ impl ProducerStates {
         let Some(entry) = self.producers.get(&h.producer_id) else {
             return Ok(SequenceCheck::Append);
         };
+        if h.is_control() {
+            // A marker (written by the node, never a client) has no
+            // sequence; it may not come from a fenced epoch.
+            if h.producer_epoch < entry.epoch {
+                return Err(SequenceError::StaleEpoch {
+                    current: entry.epoch,
+                    got: h.producer_epoch,
+                });
+            }
+            return Ok(SequenceCheck::Append);
+        }
         if h.producer_epoch < entry.epoch {
             return Err(SequenceError::StaleEpoch {
                 current: entry.epoch,
@@ -151,8 +183,9 @@ impl ProducerStates {
         Ok(SequenceCheck::Append)
     }
 
-    /// Records an appended batch (its base offset assigned).
-    pub fn record(&mut self, h: &BatchHeader, now_ms: i64) {
+    /// Records an appended batch (its base offset assigned); `marker` is
+    /// what a control batch says.
+    pub fn record(&mut self, h: &BatchHeader, marker: Option<Marker>, now_ms: i64) {
         if h.producer_id < 0 {
             return;
         }
@@ -163,10 +196,31 @@ impl ProducerStates {
                 epoch: h.producer_epoch,
                 batches: VecDeque::new(),
                 last_append_ms: now_ms,
+                txn_first_offset: None,
             });
         if h.producer_epoch != entry.epoch {
             entry.epoch = h.producer_epoch;
             entry.batches.clear();
+        }
+        entry.last_append_ms = entry.last_append_ms.max(now_ms);
+        if h.is_control() {
+            // A marker ends the producer's transaction here; it has no
+            // sequence of its own.
+            if let Some(first) = entry.txn_first_offset.take() {
+                let end = h.base_offset;
+                self.ending.push((first, end));
+                if marker == Some(Marker::Abort) {
+                    self.aborted.push(AbortedTxn {
+                        producer_id: h.producer_id,
+                        first_offset: first,
+                        last_offset: end,
+                    });
+                }
+            }
+            return;
+        }
+        if h.is_transactional() && entry.txn_first_offset.is_none() {
+            entry.txn_first_offset = Some(h.base_offset);
         }
         if entry.batches.len() == BATCHES_KEPT {
             entry.batches.pop_front();
@@ -177,21 +231,66 @@ impl ProducerStates {
             base_offset: h.base_offset,
             last_offset: h.last_offset(),
         });
-        entry.last_append_ms = entry.last_append_ms.max(now_ms);
     }
 
-    /// Forgets producers idle for longer than `max_idle_ms`.
+    /// Forgets producers idle for longer than `max_idle_ms` (never one
+    /// with an open transaction: its marker is still to come).
     pub fn expire(&mut self, now_ms: i64, max_idle_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers
-            .retain(|_, e| now_ms - e.last_append_ms <= max_idle_ms);
+        self.producers.retain(|_, e| {
+            e.txn_first_offset.is_some() || now_ms - e.last_append_ms <= max_idle_ms
+        });
         before - self.producers.len()
     }
 
-    /// Snapshot bytes: count, then each producer and its batches, then a
-    /// CRC-32C of everything before it.
+    /// The first offset a read_committed reader may not pass, given the
+    /// durable high watermark: the start of the earliest transaction still
+    /// open, or ended by a marker at or past `high_watermark`; `None` when
+    /// there is none (the last stable offset is then the high watermark).
+    pub fn first_unstable(&self, high_watermark: i64) -> Option<i64> {
+        let open = self.producers.values().filter_map(|e| e.txn_first_offset);
+        let ending = self
+            .ending
+            .iter()
+            .filter(|(_, marker)| *marker >= high_watermark)
+            .map(|(first, _)| *first);
+        open.chain(ending).min()
+    }
+
+    /// Forgets ended transactions whose markers are durable (below
+    /// `high_watermark`): they hold no reader back any more.
+    pub fn settle(&mut self, high_watermark: i64) {
+        self.ending.retain(|(_, marker)| *marker >= high_watermark);
+    }
+
+    /// The aborted transactions with data in `from..upto`, oldest first.
+    pub fn aborted_between(&self, from: i64, upto: i64) -> Vec<AbortedTxn> {
+        self.aborted
+            .iter()
+            .filter(|t| t.last_offset >= from && t.first_offset < upto)
+            .copied()
+            .collect()
+    }
+
+    /// Forgets aborted transactions wholly before `log_start` (their
+    /// segments are gone).
+    pub fn forget_before(&mut self, log_start: i64) {
+        self.aborted.retain(|t| t.last_offset >= log_start);
+        self.ending.retain(|(_, marker)| *marker >= log_start);
+    }
+
+    /// The producer's open transaction in this partition, if any.
+    pub fn open_transaction(&self, producer_id: i64) -> Option<i64> {
+        self.producers.get(&producer_id)?.txn_first_offset
+    }
+
+    /// Snapshot bytes: `SNAPSHOT_MAGIC`, the count, each producer (its
+    /// open transaction's first offset or -1) and its batches, the
+    /// transactions ending and aborted, then a CRC-32C of everything before
+    /// it. (A snapshot without the magic is the format before transactions:
+    /// the same producers, no transactions.)
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::new();
+        let mut out = SNAPSHOT_MAGIC.to_vec();
         out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
         let mut ids: Vec<_> = self.producers.keys().copied().collect();
         ids.sort_unstable();
@@ -200,6 +299,7 @@ impl ProducerStates {
             out.extend_from_slice(&id.to_be_bytes());
             out.extend_from_slice(&e.epoch.to_be_bytes());
             out.extend_from_slice(&e.last_append_ms.to_be_bytes());
+            out.extend_from_slice(&e.txn_first_offset.unwrap_or(-1).to_be_bytes());
             out.push(e.batches.len() as u8);
             for b in &e.batches {
                 out.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -207,6 +307,17 @@ impl ProducerStates {
                 out.extend_from_slice(&b.base_offset.to_be_bytes());
                 out.extend_from_slice(&b.last_offset.to_be_bytes());
             }
+        }
+        out.extend_from_slice(&(self.ending.len() as u32).to_be_bytes());
+        for (first, marker) in &self.ending {
+            out.extend_from_slice(&first.to_be_bytes());
+            out.extend_from_slice(&marker.to_be_bytes());
+        }
+        out.extend_from_slice(&(self.aborted.len() as u32).to_be_bytes());
+        for t in &self.aborted {
+            out.extend_from_slice(&t.producer_id.to_be_bytes());
+            out.extend_from_slice(&t.first_offset.to_be_bytes());
+            out.extend_from_slice(&t.last_offset.to_be_bytes());
         }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_be_bytes());
@@ -222,26 +333,33 @@ impl ProducerStates {
         if crc32c::crc32c(body) != u32::from_be_bytes(crc.try_into().ok()?) {
             return None;
         }
-        let mut at = 0usize;
+        let with_txns = body.starts_with(&SNAPSHOT_MAGIC);
+        let mut at = if with_txns { SNAPSHOT_MAGIC.len() } else { 0 };
         let mut take = |n: usize| -> Option<&[u8]> {
             let s = body.get(at..at + n)?;
             at += n;
             Some(s)
         };
+        let i64_at = |s: &[u8]| i64::from_be_bytes(s.try_into().expect("8 bytes"));
         let count = u32::from_be_bytes(take(4)?.try_into().ok()?);
         let mut states = ProducerStates::default();
         for _ in 0..count {
-            let id = i64::from_be_bytes(take(8)?.try_into().ok()?);
+            let id = i64_at(take(8)?);
             let epoch = i16::from_be_bytes(take(2)?.try_into().ok()?);
-            let last_append_ms = i64::from_be_bytes(take(8)?.try_into().ok()?);
+            let last_append_ms = i64_at(take(8)?);
+            let txn_first_offset = if with_txns {
+                Some(i64_at(take(8)?)).filter(|o| *o >= 0)
+            } else {
+                None
+            };
             let n = take(1)?[0] as usize;
             let mut batches = VecDeque::with_capacity(n.min(BATCHES_KEPT));
             for _ in 0..n {
                 batches.push_back(BatchMeta {
                     first_seq: i32::from_be_bytes(take(4)?.try_into().ok()?),
                     last_seq: i32::from_be_bytes(take(4)?.try_into().ok()?),
-                    base_offset: i64::from_be_bytes(take(8)?.try_into().ok()?),
-                    last_offset: i64::from_be_bytes(take(8)?.try_into().ok()?),
+                    base_offset: i64_at(take(8)?),
+                    last_offset: i64_at(take(8)?),
                 });
             }
             states.producers.insert(
@@ -250,12 +368,31 @@ impl ProducerStates {
                     epoch,
                     batches,
                     last_append_ms,
+                    txn_first_offset,
                 },
             );
+        }
+        if with_txns {
+            let n = u32::from_be_bytes(take(4)?.try_into().ok()?);
+            for _ in 0..n {
+                states.ending.push((i64_at(take(8)?), i64_at(take(8)?)));
+            }
+            let n = u32::from_be_bytes(take(4)?.try_into().ok()?);
+            for _ in 0..n {
+                states.aborted.push(AbortedTxn {
+                    producer_id: i64_at(take(8)?),
+                    first_offset: i64_at(take(8)?),
+                    last_offset: i64_at(take(8)?),
+                });
+            }
         }
         Some(states)
     }
 }
+
+/// The first bytes of a snapshot with transactions (a count of producers
+/// in the older format never starts so: it would be 1.46 billion).
+const SNAPSHOT_MAGIC: [u8; 4] = *b"WPS2";
 
 #[cfg(test)]
 mod tests {
@@ -283,7 +420,7 @@ mod tests {
         let mut s = ProducerStates::default();
         let a = header(7, 0, 0, 3, 10);
         assert_eq!(s.check(&a), Ok(SequenceCheck::Append));
-        s.record(&a, 1);
+        s.record(&a, None, 1);
         // The same batch again: its original offsets.
         assert_eq!(
             s.check(&header(7, 0, 0, 3, -1)),
@@ -304,7 +441,7 @@ mod tests {
         // A bumped epoch restarts at 0; an older epoch is refused.
         assert_eq!(s.check(&header(7, 1, 0, 1, -1)), Ok(SequenceCheck::Append));
         assert!(s.check(&header(7, 1, 4, 1, -1)).is_err());
-        s.record(&header(7, 1, 0, 1, 20), 2);
+        s.record(&header(7, 1, 0, 1, 20), None, 2);
         assert_eq!(
             s.check(&header(7, 0, 3, 1, -1)),
             Err(SequenceError::StaleEpoch { current: 1, got: 0 })
@@ -321,20 +458,20 @@ mod tests {
     fn keeps_five_and_wraps() {
         let mut s = ProducerStates::default();
         for i in 0..7 {
-            s.record(&header(1, 0, i, 1, i as i64), 0);
+            s.record(&header(1, 0, i, 1, i as i64), None, 0);
         }
         assert_eq!(s.get(1).unwrap().batches.len(), BATCHES_KEPT);
         assert!(s.check(&header(1, 0, 1, 1, -1)).is_err());
         let mut w = ProducerStates::default();
-        w.record(&header(2, 0, i32::MAX - 1, 2, 0), 0);
+        w.record(&header(2, 0, i32::MAX - 1, 2, 0), None, 0);
         assert_eq!(w.check(&header(2, 0, 0, 1, -1)), Ok(SequenceCheck::Append));
     }
 
     #[test]
     fn snapshot_round_trip_and_expiry() {
         let mut s = ProducerStates::default();
-        s.record(&header(1, 3, 0, 2, 0), 100);
-        s.record(&header(2, 0, 9, 1, 2), 5000);
+        s.record(&header(1, 3, 0, 2, 0), None, 100);
+        s.record(&header(2, 0, 9, 1, 2), None, 5000);
         let bytes = s.encode();
         assert_eq!(ProducerStates::decode(&bytes), Some(s.clone()));
         let mut bad = bytes.clone();
@@ -342,5 +479,68 @@ mod tests {
         assert_eq!(ProducerStates::decode(&bad), None);
         assert_eq!(s.expire(6000, 2000), 1);
         assert!(s.get(1).is_none() && s.get(2).is_some());
+    }
+
+    fn txn(pid: i64, epoch: i16, count: i32, base: i64) -> BatchHeader {
+        let mut h = header(pid, epoch, 0, count, base);
+        h.attributes = crate::batch::ATTR_TRANSACTIONAL;
+        h
+    }
+
+    fn marker(pid: i64, epoch: i16, base: i64) -> BatchHeader {
+        let mut h = header(pid, epoch, -1, 1, base);
+        h.attributes = crate::batch::ATTR_TRANSACTIONAL | crate::batch::ATTR_CONTROL;
+        h
+    }
+
+    #[test]
+    fn transactions_hold_the_stable_offset_until_their_marker_is_durable() {
+        let mut s = ProducerStates::default();
+        s.record(&header(1, 0, 0, 2, 0), None, 0); // plain, offsets 0-1
+        s.record(&txn(2, 0, 3, 2), None, 0); // open: 2-4
+        s.record(&txn(3, 0, 1, 5), None, 0); // open: 5
+        s.record(&txn(2, 0, 1, 6), None, 0); // more of 2's
+        assert_eq!(s.first_unstable(7), Some(2));
+        assert_eq!(s.open_transaction(2), Some(2));
+        // 2 aborts at 7; until the marker is durable it still holds.
+        s.record(&marker(2, 0, 7), Some(Marker::Abort), 0);
+        assert_eq!(s.open_transaction(2), None);
+        assert_eq!(s.first_unstable(7), Some(2));
+        assert_eq!(s.first_unstable(8), Some(5));
+        s.settle(8);
+        // 3 commits at 8: nothing unstable once durable.
+        s.record(&marker(3, 0, 8), Some(Marker::Commit), 0);
+        assert_eq!(s.first_unstable(9), None);
+        let aborted = AbortedTxn {
+            producer_id: 2,
+            first_offset: 2,
+            last_offset: 7,
+        };
+        assert_eq!(s.aborted_between(0, 9), vec![aborted]);
+        assert_eq!(s.aborted_between(8, 9), vec![]);
+        assert_eq!(s.aborted_between(7, 9), vec![aborted]);
+        // The snapshot keeps all of it; an open transaction is not expired.
+        s.record(&txn(4, 0, 1, 9), None, 0);
+        let back = ProducerStates::decode(&s.encode()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(s.expire(1_000_000, 10), 3);
+        assert_eq!(s.open_transaction(4), Some(9));
+        s.forget_before(8);
+        assert_eq!(s.aborted_between(0, 10), vec![]);
+    }
+
+    #[test]
+    fn snapshots_from_before_transactions_still_load() {
+        let mut old = Vec::new();
+        old.extend_from_slice(&1u32.to_be_bytes());
+        old.extend_from_slice(&7i64.to_be_bytes());
+        old.extend_from_slice(&2i16.to_be_bytes());
+        old.extend_from_slice(&99i64.to_be_bytes());
+        old.push(0);
+        let crc = crc32c::crc32c(&old);
+        old.extend_from_slice(&crc.to_be_bytes());
+        let s = ProducerStates::decode(&old).unwrap();
+        assert_eq!(s.get(7).unwrap().epoch, 2);
+        assert_eq!(s.open_transaction(7), None);
     }
 }

@@ -49,6 +49,8 @@ pub struct Producer {
     pub base_sequence: i32,
     /// Mark the batch LogAppendTime (its timestamps are arrival times).
     pub log_append_time: bool,
+    /// Mark the batch transactional (its producer's open transaction).
+    pub transactional: bool,
 }
 
 impl Producer {
@@ -57,6 +59,7 @@ impl Producer {
         epoch: -1,
         base_sequence: -1,
         log_append_time: false,
+        transactional: false,
     };
 }
 
@@ -104,11 +107,14 @@ pub fn build_stamped_batch(records: &[Stamped<'_>], producer: &Producer) -> Byte
     b.put_i32(-1); // partition leader epoch
     b.put_i8(2);
     b.put_u32(0); // CRC, below
-    b.put_i16(if producer.log_append_time {
-        ATTR_LOG_APPEND_TIME
-    } else {
-        0
-    });
+    let mut attributes = 0;
+    if producer.log_append_time {
+        attributes |= ATTR_LOG_APPEND_TIME;
+    }
+    if producer.transactional {
+        attributes |= crate::batch::ATTR_TRANSACTIONAL;
+    }
+    b.put_i16(attributes);
     b.put_i32(n - 1);
     b.put_i64(base_ts);
     b.put_i64(max_ts);
@@ -134,6 +140,53 @@ pub fn build_stamped_batch(records: &[Stamped<'_>], producer: &Producer) -> Byte
         write_varlong(&mut b, 0); // headers
     }
     assert_eq!(b.len(), HEADER_LEN + body_len, "batch size as computed");
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b.freeze()
+}
+
+/// A transaction marker: a control batch of one record whose key is
+/// (version 0, type) and value (version 0, coordinator epoch), from the
+/// producer whose transaction it ends, at its epoch.
+pub fn build_marker_batch(
+    marker: crate::batch::Marker,
+    producer_id: i64,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+    timestamp_ms: i64,
+) -> Bytes {
+    let mut key = [0u8; 4];
+    key[2..].copy_from_slice(&marker.control_type().to_be_bytes());
+    let mut value = [0u8; 6];
+    value[2..].copy_from_slice(&coordinator_epoch.to_be_bytes());
+    let body_len = {
+        let n = 1 + 1 + 1 + 1 + 4 + 1 + 6 + 1; // attributes .. headers
+        varlong_len(n as i64) + n
+    };
+    let mut b = BytesMut::with_capacity(HEADER_LEN + body_len);
+    b.put_i64(0);
+    b.put_i32((HEADER_LEN - LOG_OVERHEAD + body_len) as i32);
+    b.put_i32(-1); // partition leader epoch
+    b.put_i8(2);
+    b.put_u32(0); // CRC, below
+    b.put_i16(crate::batch::ATTR_TRANSACTIONAL | crate::batch::ATTR_CONTROL);
+    b.put_i32(0);
+    b.put_i64(timestamp_ms);
+    b.put_i64(timestamp_ms);
+    b.put_i64(producer_id);
+    b.put_i16(producer_epoch);
+    b.put_i32(-1); // markers carry no sequence
+    b.put_i32(1);
+    write_varlong(&mut b, (body_len - 1) as i64);
+    b.put_u8(0);
+    write_varlong(&mut b, 0);
+    write_varlong(&mut b, 0);
+    write_varlong(&mut b, key.len() as i64);
+    b.put_slice(&key);
+    write_varlong(&mut b, value.len() as i64);
+    b.put_slice(&value);
+    write_varlong(&mut b, 0);
+    assert_eq!(b.len(), HEADER_LEN + body_len, "marker size as computed");
     let crc = crc32c::crc32c(&b[21..]);
     b[17..21].copy_from_slice(&crc.to_be_bytes());
     b.freeze()

@@ -11,7 +11,7 @@ pub mod group;
 pub mod store;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
@@ -78,11 +78,25 @@ pub type OffsetQuery = Option<Vec<(String, Vec<i32>)>>;
 /// Offsets answered per topic: (partition, committed or none).
 pub type OffsetAnswer = Vec<(String, Vec<(i32, Option<Committed>)>)>;
 
-/// The groups one shard coordinates.
+/// Transactional state kept beside the groups (`crate::txn`): the ids
+/// whose log partitions this shard owns, and offsets transactions
+/// committed to this shard's groups, pending until they end.
+#[derive(Default)]
+pub struct TxnTables {
+    pub ids: HashMap<String, crate::txn::state::TxnMetadata>,
+    /// Per group: (producer id, topic, partition) → the offset.
+    pub pending: HashMap<String, BTreeMap<(i64, String, i32), Committed>>,
+    /// Ids whose prepared transaction is being completed now (memory only:
+    /// one completion per id at a time).
+    pub completing: std::collections::HashSet<String>,
+}
+
+/// The groups one shard coordinates, and the transactional ids.
 pub struct Coordinator {
-    cfg: GroupConfig,
-    logs: HashMap<u32, Rc<GroupLog>>,
-    groups: RefCell<HashMap<String, Group>>,
+    pub(crate) cfg: GroupConfig,
+    pub(crate) logs: HashMap<u32, Rc<GroupLog>>,
+    pub(crate) groups: RefCell<HashMap<String, Group>>,
+    pub(crate) txns: RefCell<TxnTables>,
 }
 
 impl Coordinator {
@@ -96,14 +110,21 @@ impl Coordinator {
     ) -> Result<Coordinator, KafkaError> {
         let mut logs = HashMap::new();
         let mut groups: HashMap<String, Group> = HashMap::new();
+        let mut txns = TxnTables::default();
         let now = Instant::now();
         for p in (0..GROUP_LOG_PARTITIONS).filter(|p| *p as usize % nr_shards.max(1) == shard) {
             let (log, entries) =
                 GroupLog::open(data_dir, p, cfg.log_checkpoint_bytes, now_ms()).await?;
             for e in entries {
-                apply(&mut groups, e, now);
+                apply(&mut groups, &mut txns, e, now);
             }
             logs.insert(p, Rc::new(log));
+        }
+        if !txns.ids.is_empty() {
+            log::info!(
+                "shard {shard}: {} transactional id(s) recovered",
+                txns.ids.len()
+            );
         }
         let offsets: usize = groups.values().map(|g| g.offsets.len()).sum();
         if !groups.is_empty() {
@@ -116,10 +137,13 @@ impl Coordinator {
             cfg,
             logs,
             groups: RefCell::new(groups),
+            txns: RefCell::new(txns),
         })
     }
 
-    fn log_for(&self, group: &str) -> Result<Rc<GroupLog>, KafkaError> {
+    /// The log partition `key` (a group or a transactional id) hashes to,
+    /// if this shard owns it.
+    pub(crate) fn log_for(&self, group: &str) -> Result<Rc<GroupLog>, KafkaError> {
         self.logs
             .get(&store::log_partition(group))
             .cloned()
@@ -282,19 +306,23 @@ impl Coordinator {
                 })
                 .collect();
         }
-        {
-            let mut groups = self.groups.borrow_mut();
-            let now = Instant::now();
-            for e in entries {
-                apply(&mut groups, e, now);
-            }
-        }
+        self.install(entries);
         self.maybe_checkpoint(&log).await;
         answers
     }
 
+    /// Applies durable entries to memory.
+    pub(crate) fn install(&self, entries: Vec<Entry>) {
+        let mut groups = self.groups.borrow_mut();
+        let mut txns = self.txns.borrow_mut();
+        let now = Instant::now();
+        for e in entries {
+            apply(&mut groups, &mut txns, e, now);
+        }
+    }
+
     /// Checkpoints `log` when it has grown enough. The caller holds its lock.
-    async fn maybe_checkpoint(&self, log: &GroupLog) {
+    pub(crate) async fn maybe_checkpoint(&self, log: &GroupLog) {
         if !log.wants_checkpoint() {
             return;
         }
@@ -321,6 +349,29 @@ impl Coordinator {
                     group: g.id.clone(),
                     topic: topic.clone(),
                     partition: *partition,
+                    value: Some(c.clone()),
+                });
+            }
+        }
+        let txns = self.txns.borrow();
+        for (id, meta) in &txns.ids {
+            if store::log_partition(id) == partition {
+                out.push(Entry::Txn {
+                    id: id.clone(),
+                    value: Some(meta.clone()),
+                });
+            }
+        }
+        for (group, offsets) in &txns.pending {
+            if store::log_partition(group) != partition {
+                continue;
+            }
+            for ((producer_id, topic, p), c) in offsets {
+                out.push(Entry::Pending {
+                    group: group.clone(),
+                    producer_id: *producer_id,
+                    topic: topic.clone(),
+                    partition: *p,
                     value: Some(c.clone()),
                 });
             }
@@ -495,11 +546,7 @@ impl Coordinator {
             log::error!("group {group_id}: deleting offsets: {e}");
             return Err(ErrorCode::KafkaStorageError);
         }
-        let mut groups = self.groups.borrow_mut();
-        let now = Instant::now();
-        for e in entries {
-            apply(&mut groups, e, now);
-        }
+        self.install(entries);
         Ok(answers)
     }
 
@@ -522,9 +569,37 @@ impl Coordinator {
     }
 }
 
-/// Applies one durable entry to the in-memory groups.
-fn apply(groups: &mut HashMap<String, Group>, e: Entry, now: Instant) {
+/// Applies one durable entry to the in-memory groups and transactions.
+fn apply(groups: &mut HashMap<String, Group>, txns: &mut TxnTables, e: Entry, now: Instant) {
     match e {
+        Entry::Txn { id, value: Some(m) } => {
+            txns.ids.insert(id, m);
+        }
+        Entry::Txn { id, value: None } => {
+            txns.ids.remove(&id);
+        }
+        Entry::Pending {
+            group,
+            producer_id,
+            topic,
+            partition,
+            value,
+        } => {
+            let key = (producer_id, topic, partition);
+            match value {
+                Some(c) => {
+                    txns.pending.entry(group).or_default().insert(key, c);
+                }
+                None => {
+                    if let Some(offsets) = txns.pending.get_mut(&group) {
+                        offsets.remove(&key);
+                        if offsets.is_empty() {
+                            txns.pending.remove(&group);
+                        }
+                    }
+                }
+            }
+        }
         Entry::Group {
             group,
             protocol_type: None,

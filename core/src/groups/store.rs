@@ -1,5 +1,7 @@
-//! The group log: committed offsets and group existence, written to the
-//! node's own log before a commit is answered, and replayed at start-up.
+//! The group log: committed offsets and group existence, and the state of
+//! the transactional ids hashed to the same partitions (with offsets their
+//! transactions committed, pending until they end), written to the node's
+//! own log before a request is answered, and replayed at start-up.
 //!
 //! Groups hash to one of `GROUP_LOG_PARTITIONS` log partitions
 //! (`DATA/groups/{p}`), and a log partition belongs to shard `p % shards`.
@@ -64,10 +66,28 @@ pub enum Entry {
         group: String,
         protocol_type: Option<String>,
     },
+    /// A transactional id's state (the coordinator's, for ids hashed to
+    /// this partition); `None` forgets the id.
+    Txn {
+        id: String,
+        value: Option<crate::txn::state::TxnMetadata>,
+    },
+    /// An offset a transaction committed (TxnOffsetCommit), pending until
+    /// its producer's transaction ends; `None` drops it (the transaction
+    /// ended: committed, it became an `Offset` entry written with this).
+    Pending {
+        group: String,
+        producer_id: i64,
+        topic: String,
+        partition: i32,
+        value: Option<Committed>,
+    },
 }
 
 const KIND_OFFSET: u8 = 1;
 const KIND_GROUP: u8 = 2;
+const KIND_TXN: u8 = 3;
+const KIND_PENDING: u8 = 4;
 const FORMAT: u8 = 0;
 
 fn put_str(b: &mut BytesMut, s: &str) {
@@ -111,16 +131,7 @@ impl Entry {
                 put_str(&mut k, group);
                 put_str(&mut k, topic);
                 k.put_i32(*partition);
-                let v = value.as_ref().map(|c| {
-                    let mut v = BytesMut::new();
-                    v.put_u8(FORMAT);
-                    v.put_i64(c.offset);
-                    v.put_i32(c.leader_epoch);
-                    v.put_i64(c.commit_ms);
-                    put_str(&mut v, &c.metadata);
-                    v.freeze()
-                });
-                (k.freeze(), v)
+                (k.freeze(), value.as_ref().map(encode_committed))
             }
             Entry::Group {
                 group,
@@ -135,6 +146,25 @@ impl Entry {
                     v.freeze()
                 });
                 (k.freeze(), v)
+            }
+            Entry::Txn { id, value } => {
+                k.put_u8(KIND_TXN);
+                put_str(&mut k, id);
+                (k.freeze(), value.as_ref().map(|m| Bytes::from(m.encode())))
+            }
+            Entry::Pending {
+                group,
+                producer_id,
+                topic,
+                partition,
+                value,
+            } => {
+                k.put_u8(KIND_PENDING);
+                put_str(&mut k, group);
+                k.put_i64(*producer_id);
+                put_str(&mut k, topic);
+                k.put_i32(*partition);
+                (k.freeze(), value.as_ref().map(encode_committed))
             }
         }
     }
@@ -151,15 +181,7 @@ impl Entry {
                 let partition = get_i32(key, &mut at)?;
                 let value = match value {
                     None => None,
-                    Some(v) => {
-                        let mut at = 1;
-                        Some(Committed {
-                            offset: get_i64(v, &mut at)?,
-                            leader_epoch: get_i32(v, &mut at)?,
-                            commit_ms: get_i64(v, &mut at)?,
-                            metadata: get_str(v, &mut at)?,
-                        })
-                    }
+                    Some(v) => Some(decode_committed(v)?),
                 };
                 Some(Entry::Offset {
                     group,
@@ -179,9 +201,54 @@ impl Entry {
                     protocol_type,
                 })
             }
+            KIND_TXN => {
+                let id = get_str(key, &mut at)?;
+                let value = match value {
+                    None => None,
+                    Some(v) => Some(crate::txn::state::TxnMetadata::decode(v)?),
+                };
+                Some(Entry::Txn { id, value })
+            }
+            KIND_PENDING => {
+                let group = get_str(key, &mut at)?;
+                let producer_id = get_i64(key, &mut at)?;
+                let topic = get_str(key, &mut at)?;
+                let partition = get_i32(key, &mut at)?;
+                let value = match value {
+                    None => None,
+                    Some(v) => Some(decode_committed(v)?),
+                };
+                Some(Entry::Pending {
+                    group,
+                    producer_id,
+                    topic,
+                    partition,
+                    value,
+                })
+            }
             _ => None,
         }
     }
+}
+
+fn encode_committed(c: &Committed) -> Bytes {
+    let mut v = BytesMut::new();
+    v.put_u8(FORMAT);
+    v.put_i64(c.offset);
+    v.put_i32(c.leader_epoch);
+    v.put_i64(c.commit_ms);
+    put_str(&mut v, &c.metadata);
+    v.freeze()
+}
+
+fn decode_committed(v: &[u8]) -> Option<Committed> {
+    let mut at = 1;
+    Some(Committed {
+        offset: get_i64(v, &mut at)?,
+        leader_epoch: get_i32(v, &mut at)?,
+        commit_ms: get_i64(v, &mut at)?,
+        metadata: get_str(v, &mut at)?,
+    })
 }
 
 /// One group-log partition on its owning shard.

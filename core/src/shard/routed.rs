@@ -23,6 +23,9 @@ use super::Shard;
 pub enum OffsetQuery {
     /// -1: the high watermark.
     Latest,
+    /// -1 asked with isolation level read_committed: the last stable
+    /// offset.
+    LatestStable,
     /// -2: the log start.
     Earliest,
     /// -3: the record with the largest timestamp (KIP-734).
@@ -34,9 +37,11 @@ pub enum OffsetQuery {
 }
 
 impl OffsetQuery {
-    /// The query a ListOffsets `timestamp` field asks.
-    pub fn from_wire(timestamp: i64) -> Result<OffsetQuery, KafkaError> {
+    /// The query a ListOffsets `timestamp` field asks, at the request's
+    /// `isolation_level` (1: read_committed).
+    pub fn from_wire(timestamp: i64, isolation_level: i8) -> Result<OffsetQuery, KafkaError> {
         Ok(match timestamp {
+            -1 if isolation_level == 1 => OffsetQuery::LatestStable,
             -1 => OffsetQuery::Latest,
             -2 => OffsetQuery::Earliest,
             -3 => OffsetQuery::MaxTimestamp,
@@ -59,6 +64,8 @@ pub struct FetchPartition {
     pub partition: i32,
     pub offset: i64,
     pub max_bytes: i32,
+    /// Isolation level read_committed: up to the last stable offset.
+    pub committed: bool,
 }
 
 impl Shard {
@@ -248,7 +255,7 @@ impl Shard {
                 }
                 async move {
                     match part {
-                        Some(p) => p.read(fp.offset, limit).await,
+                        Some(p) => p.read(fp.offset, limit, fp.committed).await,
                         None => Err(KafkaError::unknown_partition(&fp.topic, fp.partition)),
                     }
                 }
@@ -300,6 +307,7 @@ impl Shard {
         self.on_partitions(work, |_, p, q: OffsetQuery| async move {
             match q {
                 OffsetQuery::Latest => Ok((p.log.high_watermark(), -1)),
+                OffsetQuery::LatestStable => Ok((p.log.last_stable_offset(), -1)),
                 // Every segment is local: the earliest local offset is the
                 // log start.
                 OffsetQuery::Earliest | OffsetQuery::EarliestLocal => Ok((p.log.log_start(), -1)),
@@ -347,16 +355,17 @@ mod tests {
     #[test]
     fn list_offsets_queries_from_the_wire() {
         use super::OffsetQuery as Q;
-        assert_eq!(Q::from_wire(-1).unwrap(), Q::Latest);
-        assert_eq!(Q::from_wire(-2).unwrap(), Q::Earliest);
-        assert_eq!(Q::from_wire(-3).unwrap(), Q::MaxTimestamp);
-        assert_eq!(Q::from_wire(-4).unwrap(), Q::EarliestLocal);
-        assert_eq!(Q::from_wire(0).unwrap(), Q::AtTime(0));
+        assert_eq!(Q::from_wire(-1, 0).unwrap(), Q::Latest);
+        assert_eq!(Q::from_wire(-1, 1).unwrap(), Q::LatestStable);
+        assert_eq!(Q::from_wire(-2, 0).unwrap(), Q::Earliest);
+        assert_eq!(Q::from_wire(-3, 0).unwrap(), Q::MaxTimestamp);
+        assert_eq!(Q::from_wire(-4, 0).unwrap(), Q::EarliestLocal);
+        assert_eq!(Q::from_wire(0, 0).unwrap(), Q::AtTime(0));
         assert_eq!(
-            Q::from_wire(1_700_000_000_000).unwrap(),
+            Q::from_wire(1_700_000_000_000, 0).unwrap(),
             Q::AtTime(1_700_000_000_000)
         );
-        let e = Q::from_wire(-7).unwrap_err();
+        let e = Q::from_wire(-7, 0).unwrap_err();
         assert_eq!(e.code, crate::error::ErrorCode::InvalidRequest);
     }
 

@@ -178,6 +178,9 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     hearts.beat(id);
                     ticks += 1;
                     shard.groups.tick();
+                    if ticks.is_multiple_of(TXN_EVERY) {
+                        shard.txn_tick(ticks.is_multiple_of(TXN_EXPIRY_EVERY));
+                    }
                     if ticks.is_multiple_of(retention_every) {
                         shard.enforce_retention();
                     }
@@ -355,3 +358,8 @@ impl Node {
         let _ = self.watchdog.join();
     }
 }
+
+/// Ticks between looks at transactions to complete or abort (a second).
+const TXN_EVERY: u64 = 10;
+/// Ticks between expiries of idle transactional ids (a minute).
+const TXN_EXPIRY_EVERY: u64 = 600;

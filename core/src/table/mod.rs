@@ -89,6 +89,7 @@ pub fn rows_batch(
             -1
         },
         log_append_time: append_time,
+        transactional: h.is_transactional(),
     };
     let recs: Vec<_> = out
         .iter()

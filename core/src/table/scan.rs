@@ -136,18 +136,20 @@ fn raw_row(partition: i32, r: &Record, shape: &ScanShape) -> Vec<Value> {
     ]
 }
 
-/// Calls `f` on every record from `from` to the high watermark, in order,
-/// until `f` says to stop.
+/// Calls `f` on every committed record from `from` to the last stable
+/// offset, in order, until `f` says to stop: as a read_committed consumer
+/// reads, so rows of an open or aborted transaction are never seen (and a
+/// keyed table's state moves only when a transaction commits).
 pub(super) async fn each_record(
     p: &Partition,
     from: i64,
     f: &mut dyn FnMut(&Record) -> Result<ControlFlow<()>, ScanError>,
 ) -> Result<i64, ScanError> {
-    let hw = p.log.high_watermark();
+    let stable = p.log.last_stable_offset();
     let mut offset = from.max(p.log.log_start());
-    while offset < hw {
+    while offset < stable {
         let read = p
-            .read(offset, 1 << 20)
+            .read(offset, 1 << 20, true)
             .await
             .map_err(|e| ScanError::Read(format!("{}-{}: {}", p.topic, p.index, e.message)))?;
         // Batches are parsed from one piece (a scan may copy; fetches don't).
@@ -155,6 +157,15 @@ pub(super) async fn each_record(
         let mut advanced = false;
         for (pos, h) in BatchIter::new(&records) {
             if h.last_offset() < offset {
+                continue;
+            }
+            let aborted = read.aborted.as_deref().unwrap_or_default().iter().any(|t| {
+                t.producer_id == h.producer_id
+                    && (t.first_offset..t.last_offset).contains(&h.base_offset)
+            });
+            if h.is_control() || (h.is_transactional() && aborted) {
+                offset = h.last_offset() + 1;
+                advanced = true;
                 continue;
             }
             let batch = records.slice(pos..pos + h.total_len());

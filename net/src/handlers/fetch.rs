@@ -1,11 +1,15 @@
 //! Fetch (key 1): read from each partition's owner, waiting (long poll)
 //! until data arrives or `max_wait_ms` passes. Topic ids from v13.
+//! read_committed (isolation level 1) reads up to the last stable offset
+//! and lists the aborted transactions in what it read.
 
 use std::rc::Rc;
 use std::time::Duration;
 
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use weir_core::shard::FetchPartition;
 use weir_core::Chunks;
 use weir_core::{ErrorCode, Shard};
@@ -59,6 +63,7 @@ pub async fn handle(
                         partition: p.partition,
                         offset: p.fetch_offset,
                         max_bytes: p.partition_max_bytes,
+                        committed: req.isolation_level == 1,
                     });
                 }
                 (_, why) => idx.push((p.partition, Err(why.unwrap_or(ErrorCode::UnknownTopicId)))),
@@ -110,9 +115,19 @@ pub async fn handle(
                             match results[i].take().expect("one result per partition") {
                                 Ok(r) => {
                                     records.push(r.records);
+                                    let aborted = r.aborted.map(|list| {
+                                        list.into_iter()
+                                            .map(|t| {
+                                                AbortedTransaction::default()
+                                                    .with_producer_id(ProducerId(t.producer_id))
+                                                    .with_first_offset(t.first_offset)
+                                            })
+                                            .collect()
+                                    });
                                     base.with_high_watermark(r.high_watermark)
-                                        .with_last_stable_offset(r.high_watermark)
+                                        .with_last_stable_offset(r.last_stable_offset)
                                         .with_log_start_offset(r.log_start)
+                                        .with_aborted_transactions(aborted)
                                 }
                                 Err(e) => {
                                     records.push(Chunks::default());

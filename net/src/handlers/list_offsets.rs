@@ -30,7 +30,7 @@ pub async fn handle(
         by.topic(t.name, name.clone());
         for p in t.partitions {
             let query = match allowed {
-                true => OffsetQuery::from_wire(p.timestamp),
+                true => OffsetQuery::from_wire(p.timestamp, req.isolation_level),
                 false => Err(denied_topic(caller, "describe", &name)),
             };
             by.partition(p.partition_index, query);

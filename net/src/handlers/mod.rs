@@ -10,6 +10,8 @@ use weir_core::{KafkaError, Shard};
 
 use crate::codec::Request;
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod authorize;
@@ -25,6 +27,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_user_scram_credentials;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -40,6 +43,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 /// Every API served, with its version range. ApiVersions advertises exactly
 /// this; an API not here is not served.
@@ -75,6 +79,22 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
         ApiKey::InitProducerId,
         init_producer_id::MIN,
         init_producer_id::MAX,
+    ),
+    (
+        ApiKey::AddPartitionsToTxn,
+        add_partitions_to_txn::MIN,
+        add_partitions_to_txn::MAX,
+    ),
+    (
+        ApiKey::AddOffsetsToTxn,
+        add_offsets_to_txn::MIN,
+        add_offsets_to_txn::MAX,
+    ),
+    (ApiKey::EndTxn, end_txn::MIN, end_txn::MAX),
+    (
+        ApiKey::TxnOffsetCommit,
+        txn_offset_commit::MIN,
+        txn_offset_commit::MAX,
     ),
     (
         ApiKey::DeleteRecords,
@@ -311,6 +331,16 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
         RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
             alter_user_scram_credentials::handle(shard, r, v, caller).await,
         ),
+        RequestKind::AddPartitionsToTxn(r) => ResponseKind::AddPartitionsToTxn(
+            add_partitions_to_txn::handle(shard, r, v, caller).await,
+        ),
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(shard, r, v, caller).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(shard, r, v, caller).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(shard, r, v, caller).await)
+        }
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(offset_delete::handle(shard, r, v, caller).await)
         }

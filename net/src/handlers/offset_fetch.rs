@@ -1,5 +1,8 @@
 //! OffsetFetch (key 9): a group's committed offsets (-1 where none); from
 //! v8 several groups at once, each asked of the shard coordinating it.
+//! With `require_stable` (v7+), a partition with an offset pending in a
+//! transaction answers UNSTABLE_OFFSET_COMMIT (the client retries); else
+//! the last committed offset is answered.
 
 use std::rc::Rc;
 
@@ -19,12 +22,16 @@ use super::{str, Caller};
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 9;
 
+/// Partitions with an offset pending in a transaction.
+type Unstable = std::collections::HashSet<(String, i32)>;
+
 async fn committed(
     shard: &Rc<Shard>,
     caller: &Caller,
     group: String,
     query: OffsetQuery,
-) -> Result<OffsetAnswer, KafkaError> {
+    require_stable: bool,
+) -> Result<(OffsetAnswer, Unstable), KafkaError> {
     if !caller.may(shard, Operation::Describe, ResourceType::Group, &group) {
         return Err(KafkaError::new(
             ErrorCode::GroupAuthorizationFailed,
@@ -33,12 +40,17 @@ async fn committed(
     }
     let g = group.clone();
     shard
-        .on_group(
-            &group,
-            move |s| async move { s.groups.committed(&g, query) },
-        )
+        .on_group(&group, move |s| async move {
+            let unstable = match require_stable {
+                true => s.groups.pending_partitions(&g),
+                false => Unstable::default(),
+            };
+            (s.groups.committed(&g, query), unstable)
+        })
         .await
 }
+
+const UNSTABLE: i16 = ErrorCode::UnstableOffsetCommit as i16;
 
 /// (offset, leader epoch, metadata) of one answer.
 fn parts(c: Option<weir_core::groups::store::Committed>) -> (i64, i32, String) {
@@ -65,7 +77,7 @@ pub async fn handle(
             async move {
                 (
                     id.clone(),
-                    committed(shard, caller, id.0.to_string(), query).await,
+                    committed(shard, caller, id.0.to_string(), query, req.require_stable).await,
                 )
             }
         });
@@ -73,26 +85,31 @@ pub async fn handle(
             .await
             .into_iter()
             .map(|(id, r)| match r {
-                Ok(answer) => OffsetFetchResponseGroup::default()
+                Ok((answer, unstable)) => OffsetFetchResponseGroup::default()
                     .with_group_id(id)
                     .with_topics(
                         answer
                             .into_iter()
                             .map(|(topic, ps)| {
+                                let partitions = ps
+                                    .into_iter()
+                                    .map(|(p, c)| {
+                                        let (offset, epoch, meta) = parts(c);
+                                        let part = OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(offset)
+                                            .with_committed_leader_epoch(epoch)
+                                            .with_metadata(Some(str(&meta)));
+                                        if unstable.contains(&(topic.clone(), p)) {
+                                            part.with_committed_offset(-1).with_error_code(UNSTABLE)
+                                        } else {
+                                            part
+                                        }
+                                    })
+                                    .collect();
                                 OffsetFetchResponseTopics::default()
                                     .with_name(TopicName(str(&topic)))
-                                    .with_partitions(
-                                        ps.into_iter()
-                                            .map(|(p, c)| {
-                                                let (offset, epoch, meta) = parts(c);
-                                                OffsetFetchResponsePartitions::default()
-                                                    .with_partition_index(p)
-                                                    .with_committed_offset(offset)
-                                                    .with_committed_leader_epoch(epoch)
-                                                    .with_metadata(Some(str(&meta)))
-                                            })
-                                            .collect(),
-                                    )
+                                    .with_partitions(partitions)
                             })
                             .collect(),
                     ),
@@ -108,9 +125,11 @@ pub async fn handle(
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    let (answer, code) = match committed(shard, caller, req.group_id.0.to_string(), query).await {
-        Ok(a) => (a, ErrorCode::None),
-        Err(e) => (Vec::new(), e.code),
+    let stable = version >= 7 && req.require_stable;
+    let group = req.group_id.0.to_string();
+    let (answer, unstable, code) = match committed(shard, caller, group, query, stable).await {
+        Ok((a, u)) => (a, u, ErrorCode::None),
+        Err(e) => (Vec::new(), Unstable::default(), e.code),
     };
     let mut resp = OffsetFetchResponse::default().with_topics(
         answer
@@ -122,10 +141,13 @@ pub async fn handle(
                         ps.into_iter()
                             .map(|(p, c)| {
                                 let (offset, epoch, meta) = parts(c);
-                                let part = OffsetFetchResponsePartition::default()
+                                let mut part = OffsetFetchResponsePartition::default()
                                     .with_partition_index(p)
                                     .with_committed_offset(offset)
                                     .with_metadata(Some(str(&meta)));
+                                if unstable.contains(&(topic.clone(), p)) {
+                                    part = part.with_committed_offset(-1).with_error_code(UNSTABLE);
+                                }
                                 if version >= 5 {
                                     part.with_committed_leader_epoch(epoch)
                                 } else {

@@ -1,7 +1,7 @@
 //! Appending: offsets assigned, producer sequences checked, segments
 //! rolled and sealed.
 
-use crate::batch::{assign_offset, BatchHeader};
+use crate::batch::{assign_offset, control_marker, BatchHeader};
 use crate::chunks::Chunks;
 use crate::durable::{sync_dir, write_small_file};
 use crate::producer_state::SequenceCheck;
@@ -66,7 +66,7 @@ impl PartitionLog {
             let header = BatchHeader::parse(&stored_batch.parts()[0]).expect("validated batch");
             let seg = st.segments.get_mut(&seg_base).expect("active segment");
             seg.append(&stored_batch, &header);
-            producers.record(&header, now_ms);
+            producers.record(&header, control_marker(b, h), now_ms);
             st.next_offset = offset + h.offset_count();
             stored.push((header, stored_batch));
         }
@@ -116,7 +116,7 @@ impl PartitionLog {
         let mut meta = *h;
         meta.base_offset = end;
         meta.last_offset_delta = -1; // no offsets taken
-        self.producers.borrow_mut().record(&meta, now_ms);
+        self.producers.borrow_mut().record(&meta, None, now_ms);
         Ok(Appended {
             base_offset: end,
             last_offset: end - 1,

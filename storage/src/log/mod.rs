@@ -14,7 +14,7 @@ use bytes::Bytes;
 use glommio::sync::Semaphore;
 
 use crate::chunks::Chunks;
-use crate::producer_state::ProducerStates;
+use crate::producer_state::{AbortedTxn, ProducerStates};
 use crate::segment::{log_path, snapshot_path, Segment};
 use crate::StorageError;
 use flights::Flights;
@@ -326,6 +326,27 @@ impl PartitionLog {
         self.state.borrow().next_offset
     }
 
+    /// The last stable offset (Kafka's LSO): read_committed readers stop
+    /// here, before the earliest transaction not yet ended by a durable
+    /// marker; the high watermark when there is none.
+    pub fn last_stable_offset(&self) -> i64 {
+        let hw = self.high_watermark();
+        let mut producers = self.producers.borrow_mut();
+        producers.settle(hw);
+        producers.first_unstable(hw).map_or(hw, |o| o.min(hw))
+    }
+
+    /// Aborted transactions with data in `from..upto` (what a
+    /// read_committed fetch lists for the client to skip).
+    pub fn aborted_between(&self, from: i64, upto: i64) -> Vec<AbortedTxn> {
+        self.producers.borrow().aborted_between(from, upto)
+    }
+
+    /// Where `producer_id`'s open transaction begins in this partition.
+    pub fn open_transaction(&self, producer_id: i64) -> Option<i64> {
+        self.producers.borrow().open_transaction(producer_id)
+    }
+
     /// Total bytes of all segments.
     pub fn size_bytes(&self) -> u64 {
         self.state
@@ -340,6 +361,9 @@ impl PartitionLog {
     /// `retention.bytes`, moving the log start. Returns how many went.
     pub fn enforce_retention(&self, now_ms: i64) -> usize {
         let cfg = self.config.get();
+        // Nothing at or past the last stable offset goes: an open
+        // transaction's records stay until it ends.
+        let stable = self.last_stable_offset();
         let mut st = self.state.borrow_mut();
         let mut removed = 0;
         let mut total: u64 = st.segments.values().map(|s| s.size()).sum();
@@ -348,7 +372,7 @@ impl PartitionLog {
                 break;
             }
             let oldest = st.segments.values().next().expect("a segment");
-            if !oldest.sealed() {
+            if !oldest.sealed() || oldest.next_offset() > stable {
                 break;
             }
             let expired = cfg.retention_ms >= 0
@@ -369,6 +393,7 @@ impl PartitionLog {
                 .log_start
                 .max(*st.segments.keys().next().expect("a segment"));
         }
+        self.producers.borrow_mut().forget_before(st.log_start);
         removed
     }
 
@@ -404,6 +429,7 @@ impl PartitionLog {
             let base = oldest.base();
             st.segments.remove(&base).expect("segment").remove_files();
         }
+        self.producers.borrow_mut().forget_before(offset);
         Ok(offset)
     }
 

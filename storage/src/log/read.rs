@@ -44,6 +44,17 @@ impl PartitionLog {
     /// one batch, as Kafka does, so a large batch never blocks a consumer).
     /// Only durable data is read.
     pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, StorageError> {
+        self.read_below(offset, max_bytes, i64::MAX).await
+    }
+
+    /// `read`, of batches that begin before `upto` only (the last stable
+    /// offset, for a read_committed reader: a batch boundary).
+    pub async fn read_below(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upto: i64,
+    ) -> Result<ReadResult, StorageError> {
         let mut offset = offset;
         loop {
             let (file, mut pos, limit, seg_end, hw, start, seg_base) = {
@@ -61,7 +72,7 @@ impl PartitionLog {
                         high_watermark: hw,
                     });
                 }
-                if offset == hw {
+                if offset >= hw.min(upto) {
                     return Ok(ReadResult {
                         batches: Chunks::default(),
                         high_watermark: hw,
@@ -117,6 +128,9 @@ impl PartitionLog {
             for (at, h) in BatchIter::in_file(&data, pos) {
                 if h.last_offset() < offset {
                     continue;
+                }
+                if h.base_offset >= upto {
+                    break;
                 }
                 if taken > 0 && taken + h.total_len() > max_bytes {
                     break;

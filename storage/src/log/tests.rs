@@ -557,3 +557,72 @@ fn watchers_wake_when_the_watermark_moves() {
         assert_eq!(log.high_watermark(), 6);
     });
 }
+
+/// A transactional batch of `count` records from producer `pid`.
+fn txn_batch(pid: i64, seq: i32, count: i32) -> Vec<(BatchHeader, Bytes)> {
+    let mut b = make_batch(count, 1000, crate::batch::ATTR_TRANSACTIONAL);
+    b[43..51].copy_from_slice(&pid.to_be_bytes());
+    b[51..53].copy_from_slice(&0i16.to_be_bytes());
+    b[53..57].copy_from_slice(&seq.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    split_produced(&Bytes::from(b)).unwrap()
+}
+
+fn marker(pid: i64, m: crate::batch::Marker) -> Vec<(BatchHeader, Bytes)> {
+    let b = crate::records::build_marker_batch(m, pid, 0, 0, 1000);
+    vec![(BatchHeader::parse(&b).unwrap(), b)]
+}
+
+/// An open transaction holds the last stable offset at its first batch;
+/// its abort marker, once durable, releases it and lists it as aborted;
+/// both survive a reopen (rebuilt by the recovery scan).
+#[test]
+fn transactions_move_the_last_stable_offset_and_survive_reopen() {
+    use crate::batch::Marker;
+    in_log_dir("txn", |d| async move {
+        let log = PartitionLog::open(&d, LogConfig::default(), 0)
+            .await
+            .unwrap();
+        log.append(&txn_batch(7, 0, 3), 5).await.unwrap(); // 0-2
+        log.append(&batches(1, 1000), 5).await.unwrap(); // 3
+        log.flush().await.unwrap();
+        assert_eq!((log.high_watermark(), log.last_stable_offset()), (4, 0));
+        assert!(log
+            .read_below(0, 1 << 20, 0)
+            .await
+            .unwrap()
+            .batches
+            .is_empty());
+        assert_eq!(log.open_transaction(7), Some(0));
+        log.append(&marker(7, Marker::Abort), 5).await.unwrap(); // 4
+                                                                 // Not durable yet: still held.
+        assert_eq!(log.last_stable_offset(), 0);
+        log.flush().await.unwrap();
+        assert_eq!((log.high_watermark(), log.last_stable_offset()), (5, 5));
+        let aborted = log.aborted_between(0, 5);
+        assert_eq!(aborted.len(), 1);
+        assert_eq!((aborted[0].first_offset, aborted[0].last_offset), (0, 4));
+        log.append(&txn_batch(8, 0, 2), 5).await.unwrap(); // 5-6, open
+        log.append(&batches(1, 1000), 5).await.unwrap(); // 7
+        log.flush().await.unwrap();
+        // A read below the stable offset stops before the open transaction.
+        let r = log
+            .read_below(0, 1 << 20, log.last_stable_offset())
+            .await
+            .unwrap();
+        let last = BatchIter::new(&r.batches.to_bytes()).last().unwrap().1;
+        assert_eq!(last.last_offset(), 4);
+        log.close().await.unwrap();
+        drop(log);
+        let log = PartitionLog::open(&d, LogConfig::default(), 0)
+            .await
+            .unwrap();
+        assert_eq!((log.high_watermark(), log.last_stable_offset()), (8, 5));
+        assert_eq!(log.aborted_between(0, 8).len(), 1);
+        log.append(&marker(8, Marker::Commit), 5).await.unwrap(); // 8
+        log.flush().await.unwrap();
+        assert_eq!(log.last_stable_offset(), 9);
+        assert_eq!(log.aborted_between(0, 9).len(), 1);
+    });
+}

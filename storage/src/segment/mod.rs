@@ -359,7 +359,7 @@ impl Segment {
                 }
                 self.note_batch(&h, pos + at as u64);
                 if let Some(p) = producers.as_deref_mut() {
-                    p.record(&h, now_ms);
+                    p.record(&h, crate::batch::control_marker(batch, &h), now_ms);
                 }
                 self.size = pos + (at + h.total_len()) as u64;
                 advanced = true;
@@ -387,7 +387,7 @@ impl Segment {
                 }
                 self.note_batch(&h, start);
                 if let Some(p) = producers.as_deref_mut() {
-                    p.record(&h, now_ms);
+                    p.record(&h, crate::batch::control_marker(&whole, &h), now_ms);
                 }
                 self.size = start + len;
             }
