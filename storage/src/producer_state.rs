@@ -279,6 +279,21 @@ impl ProducerStates {
         self.ending.retain(|(_, marker)| *marker >= log_start);
     }
 
+    /// Every producer's state (DescribeProducers): id, epoch, last
+    /// sequence, last append time, open transaction's first offset.
+    pub fn summary(&self) -> Vec<(i64, i16, i32, i64, Option<i64>)> {
+        let mut out: Vec<_> = self
+            .producers
+            .iter()
+            .map(|(id, e)| {
+                let last_seq = e.batches.back().map_or(-1, |b| b.last_seq);
+                (*id, e.epoch, last_seq, e.last_append_ms, e.txn_first_offset)
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// The producer's open transaction in this partition, if any.
     pub fn open_transaction(&self, producer_id: i64) -> Option<i64> {
         self.producers.get(&producer_id)?.txn_first_offset

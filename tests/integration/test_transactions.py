@@ -244,3 +244,79 @@ def test_wrong_transactional_requests_get_their_errors(node):
     _cid, results = rawkafka.parse_produce_v3_response(rawkafka.read_frame(s))
     assert results[0][2] == 87  # INVALID_RECORD
     assert read_all(node.bootstrap, "raw-txn", 1, "read_uncommitted") == []
+
+
+def test_admin_clients_see_open_transactions_and_their_producers(node):
+    from kafka import TopicPartition as KTP
+    from kafka.admin import KafkaAdminClient
+    create_topic(node.bootstrap, "watched", partitions=1)
+    plain = Producer({"bootstrap.servers": node.bootstrap})
+    plain.produce("watched", b"before")
+    assert plain.flush(30) == 0
+    p = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "watched-1"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("watched", b"inside")
+    assert p.flush(30) == 0
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+
+    def listed(**filters):
+        """(id, state) of every transaction every broker lists."""
+        per_broker = admin.list_transactions(**filters)
+        return sorted((t.transactional_id, t.state) for ts in per_broker.values() for t in ts)
+
+    assert listed() == [("watched-1", "Ongoing")]
+    described = admin.describe_transactions(["watched-1"])["watched-1"]
+    assert described.state == "Ongoing" and described.producer_id >= 0
+    assert {(tp.topic, tp.partition) for tp in described.topic_partitions} == {("watched", 0)}
+    producers = admin.describe_producers([KTP("watched", 0)])[KTP("watched", 0)]
+    open_txn = [s for s in producers.active_producers if s.current_transaction_start_offset >= 0]
+    assert [(s.producer_id, s.current_transaction_start_offset) for s in open_txn] == \
+        [(described.producer_id, 1)], producers
+    assert listed(state_filters=["CompleteCommit"]) == []
+    p.commit_transaction(30)
+    assert listed(state_filters=["CompleteCommit"]) == [("watched-1", "CompleteCommit")]
+    producers = admin.describe_producers([KTP("watched", 0)])[KTP("watched", 0)]
+    assert all(s.current_transaction_start_offset == -1 for s in producers.active_producers)
+    admin.close()
+
+
+def test_sql_shows_committed_rows_only(node):
+    import json
+    import urllib.request
+
+    def select(text):
+        req = urllib.request.Request(node.http + "/sql", data=text.encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
+
+    select("CREATE TABLE payments (id BIGINT, amount DOUBLE)")
+    select("CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance DOUBLE)")
+    p = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "payments-1"})
+    p.init_transactions(30)
+
+    def txn(rows, end):
+        p.begin_transaction()
+        for r in rows:
+            p.produce("payments", json.dumps(r).encode())
+            p.produce("accounts", json.dumps({"id": r["id"], "balance": r["amount"]}).encode(),
+                      key=json.dumps({"id": r["id"]}).encode())
+        assert p.flush(30) == 0
+        if end == "commit":
+            p.commit_transaction(30)
+        elif end == "abort":
+            p.abort_transaction(30)
+
+    txn([{"id": 1, "amount": 10.0}, {"id": 2, "amount": 20.0}], "commit")
+    txn([{"id": 1, "amount": 999.0}, {"id": 3, "amount": 30.0}], "abort")
+    txn([{"id": 2, "amount": 25.0}], "commit")
+    # Open, its records written: not shown until it commits.
+    txn([{"id": 4, "amount": 40.0}], "open")
+    assert select("SELECT id, amount FROM payments ORDER BY id, amount") == [
+        {"id": 1, "amount": 10.0}, {"id": 2, "amount": 20.0}, {"id": 2, "amount": 25.0}]
+    assert select("SELECT * FROM accounts ORDER BY id") == [
+        {"id": 1, "balance": 10.0}, {"id": 2, "balance": 25.0}]
+    p.commit_transaction(30)
+    assert select("SELECT count(*) AS n FROM payments") == [{"n": 4}]
+    assert select("SELECT * FROM accounts ORDER BY id") == [
+        {"id": 1, "balance": 10.0}, {"id": 2, "balance": 25.0}, {"id": 4, "balance": 40.0}]

@@ -159,6 +159,34 @@ impl Shard {
         .await
     }
 
+    /// DescribeTransactions: each id's state, from its coordinator.
+    pub async fn txn_describe(
+        self: &Rc<Self>,
+        id: String,
+    ) -> Result<Option<TxnMetadata>, KafkaError> {
+        let key = id.clone();
+        self.on_group(&key, move |s| async move { s.groups.txn_state(&id) })
+            .await
+    }
+
+    /// ListTransactions: the ids this broker coordinates, with their
+    /// states: every shard's when the node is one broker, this shard's when
+    /// each shard is a broker of its own (`--shard-ports`), so a client
+    /// asking every broker lists each id once.
+    pub async fn txn_list(self: &Rc<Self>) -> Result<Vec<(String, TxnMetadata)>, KafkaError> {
+        if self.config.shard_port_base.is_some() {
+            return Ok(self.groups.txn_states());
+        }
+        let all = (0..self.nr_shards)
+            .map(|i| self.invoke_on(i, |s| async move { s.groups.txn_states() }));
+        let mut out = Vec::new();
+        for part in futures::future::join_all(all).await {
+            out.extend(part?);
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
     /// Writes a prepared transaction's markers and settles its groups'
     /// offsets, then completes it. Runs on the id's shard; one completion
     /// per id at a time (another caller finds it under way and returns).

@@ -26,6 +26,8 @@ pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_producers;
+pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod end_txn;
 pub mod fetch;
@@ -37,6 +39,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -91,6 +94,21 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
         add_offsets_to_txn::MAX,
     ),
     (ApiKey::EndTxn, end_txn::MIN, end_txn::MAX),
+    (
+        ApiKey::DescribeTransactions,
+        describe_transactions::MIN,
+        describe_transactions::MAX,
+    ),
+    (
+        ApiKey::ListTransactions,
+        list_transactions::MIN,
+        list_transactions::MAX,
+    ),
+    (
+        ApiKey::DescribeProducers,
+        describe_producers::MIN,
+        describe_producers::MAX,
+    ),
     (
         ApiKey::TxnOffsetCommit,
         txn_offset_commit::MIN,
@@ -340,6 +358,15 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
         RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(shard, r, v, caller).await),
         RequestKind::TxnOffsetCommit(r) => {
             ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(shard, r, v, caller).await)
+        }
+        RequestKind::DescribeTransactions(r) => ResponseKind::DescribeTransactions(
+            describe_transactions::handle(shard, r, v, caller).await,
+        ),
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(list_transactions::handle(shard, r, v, caller).await)
+        }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(describe_producers::handle(shard, r, v, caller).await)
         }
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(offset_delete::handle(shard, r, v, caller).await)

@@ -24,6 +24,19 @@ pub async fn handle(
     caller: &Caller,
 ) -> Option<ProduceResponse> {
     let acks = req.acks;
+    // A transactional producer's request needs WRITE on its id, as Kafka.
+    let txn_refused = req.transactional_id.as_ref().and_then(|id| {
+        let id = id.0.as_str();
+        (!caller.may(shard, Operation::Write, ResourceType::TransactionalId, id)).then(|| {
+            KafkaError::new(
+                ErrorCode::TransactionalIdAuthorizationFailed,
+                format!(
+                    "{} may not write as transactional id {id:?}",
+                    caller.principal
+                ),
+            )
+        })
+    });
     let mut by = ByPartition::new();
     for t in req.topic_data {
         let name = t.name.0.to_string();
@@ -31,6 +44,7 @@ pub async fn handle(
         by.topic(t.name, name.clone());
         for p in t.partition_data {
             let arg = match (acks, p.records) {
+                _ if txn_refused.is_some() => Err(txn_refused.clone().expect("a refusal")),
                 _ if !allowed => Err(denied_topic(caller, "write to", &name)),
                 (-1..=1, Some(records)) => Ok(records),
                 (-1..=1, None) => Err(KafkaError::new(

@@ -342,6 +342,12 @@ impl PartitionLog {
         self.producers.borrow().aborted_between(from, upto)
     }
 
+    /// The producers this partition remembers (DescribeProducers): id,
+    /// epoch, last sequence, last append time, open transaction's start.
+    pub fn producers(&self) -> Vec<(i64, i16, i32, i64, Option<i64>)> {
+        self.producers.borrow().summary()
+    }
+
     /// Where `producer_id`'s open transaction begins in this partition.
     pub fn open_transaction(&self, producer_id: i64) -> Option<i64> {
         self.producers.borrow().open_transaction(producer_id)

@@ -1,0 +1,83 @@
+//! DescribeProducers (key 61): the producers each partition remembers, with
+//! their epoch, last sequence and time, and where their open transaction
+//! began (-1 if none). Needs READ on the topic.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
+use weir_core::auth::acl::{Operation, ResourceType};
+use weir_core::{ByPartition, Shard};
+
+use super::{denied_topic, error_parts, Caller};
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 0;
+
+/// One remembered producer, as the log gives it.
+type Remembered = (i64, i16, i32, i64, Option<i64>);
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: DescribeProducersRequest,
+    _version: i16,
+    caller: &Caller,
+) -> DescribeProducersResponse {
+    let mut by = ByPartition::new();
+    for t in req.topics {
+        let name = t.name.0.to_string();
+        let allowed = caller.may(shard, Operation::Read, ResourceType::Topic, &name);
+        by.topic(t.name, name.clone());
+        for p in t.partition_indexes {
+            let ask = match allowed {
+                true => Ok(()),
+                false => Err(denied_topic(caller, "read", &name)),
+            };
+            by.partition(p, ask);
+        }
+    }
+    let results = shard
+        .on_partitions(by.work(), |_, p, ()| async move {
+            Ok::<Vec<Remembered>, weir_core::KafkaError>(p.log.producers())
+        })
+        .await;
+    let topics = by
+        .answers(results)
+        .into_iter()
+        .map(|(name, parts)| {
+            TopicResponse::default().with_name(name).with_partitions(
+                parts
+                    .into_iter()
+                    .map(|(index, r)| match r {
+                        Ok(producers) => PartitionResponse::default()
+                            .with_partition_index(index)
+                            .with_active_producers(
+                                producers
+                                    .into_iter()
+                                    .map(|(id, epoch, seq, ts, txn)| {
+                                        ProducerState::default()
+                                            .with_producer_id(ProducerId(id))
+                                            .with_producer_epoch(epoch as i32)
+                                            .with_last_sequence(seq)
+                                            .with_last_timestamp(ts)
+                                            .with_coordinator_epoch(-1)
+                                            .with_current_txn_start_offset(txn.unwrap_or(-1))
+                                    })
+                                    .collect(),
+                            ),
+                        Err(e) => {
+                            let (code, message) = error_parts(&e);
+                            PartitionResponse::default()
+                                .with_partition_index(index)
+                                .with_error_code(code)
+                                .with_error_message(message)
+                        }
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    DescribeProducersResponse::default().with_topics(topics)
+}

@@ -1,0 +1,85 @@
+//! ListTransactions (key 66): the transactional ids of every shard, with
+//! their producer and state, filtered by state names, producer ids and
+//! (v1) how long their transaction has run. Only ids the caller may
+//! describe are listed. v2's id pattern (a Java regular expression) is not
+//! offered.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::list_transactions_response::TransactionState;
+use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId};
+use weir_core::auth::acl::{Operation, ResourceType};
+use weir_core::txn::state::TxnState;
+use weir_core::Shard;
+
+use super::{str, Caller};
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 1;
+
+/// The states ListTransactions filters by, by name.
+const STATES: [TxnState; 7] = [
+    TxnState::Empty,
+    TxnState::Ongoing,
+    TxnState::PrepareCommit,
+    TxnState::PrepareAbort,
+    TxnState::CompleteCommit,
+    TxnState::CompleteAbort,
+    TxnState::Dead,
+];
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: ListTransactionsRequest,
+    version: i16,
+    caller: &Caller,
+) -> ListTransactionsResponse {
+    let unknown: Vec<_> = req
+        .state_filters
+        .iter()
+        .filter(|f| !STATES.iter().any(|s| s.name() == f.as_str()))
+        .cloned()
+        .collect();
+    let all = match shard.txn_list().await {
+        Ok(all) => all,
+        Err(e) => return ListTransactionsResponse::default().with_error_code(e.code.code()),
+    };
+    let now = weir_core::clock::now_ms();
+    let listed = all
+        .into_iter()
+        .filter(|(_, m)| {
+            req.state_filters.is_empty()
+                || req
+                    .state_filters
+                    .iter()
+                    .any(|f| f.as_str() == m.state.name())
+        })
+        .filter(|(_, m)| {
+            req.producer_id_filters.is_empty()
+                || req.producer_id_filters.contains(&ProducerId(m.producer_id))
+        })
+        .filter(|(_, m)| {
+            // v1: transactions running longer than this many ms.
+            version < 1
+                || req.duration_filter < 0
+                || (m.state == TxnState::Ongoing && now - m.txn_start_ms > req.duration_filter)
+        })
+        .filter(|(id, _)| {
+            caller.may(
+                shard,
+                Operation::Describe,
+                ResourceType::TransactionalId,
+                id,
+            )
+        })
+        .map(|(id, m)| {
+            TransactionState::default()
+                .with_transactional_id(kafka_protocol::messages::TransactionalId(str(&id)))
+                .with_producer_id(ProducerId(m.producer_id))
+                .with_transaction_state(str(m.state.name()))
+        })
+        .collect();
+    ListTransactionsResponse::default()
+        .with_unknown_state_filters(unknown)
+        .with_transaction_states(listed)
+}
