@@ -352,3 +352,110 @@ impl Coordinator {
             .unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::TopicMeta;
+    use crate::groups::group::GroupConfig;
+    use std::path::PathBuf;
+    use weir_storage::testing::run_local as run;
+
+    fn catalog() -> Catalog {
+        let mut c = Catalog::default();
+        c.topics.insert(
+            "t".into(),
+            TopicMeta {
+                name: "t".into(),
+                id: [1; 16],
+                shards: vec![0; 2],
+                config: Default::default(),
+                schema: None,
+            },
+        );
+        c
+    }
+
+    fn offset(partition: i32, offset: i64) -> OffsetToCommit {
+        OffsetToCommit {
+            topic: "t".into(),
+            partition,
+            offset,
+            leader_epoch: -1,
+            metadata: None,
+        }
+    }
+
+    /// Every step of a transaction is in the log when it is answered: a
+    /// coordinator reopened after its decision (PrepareCommit) finds it
+    /// there to complete, with the transaction's offsets still pending;
+    /// settling them makes them the group's, and the completed state and
+    /// the offsets survive another reopen.
+    #[test]
+    fn a_prepared_transaction_and_its_offsets_survive_a_reopen() {
+        run(|| async {
+            // Not /tmp: tmpfs has no O_DIRECT.
+            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("../target/test-data/txn-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            weir_storage::segment::prepare_direct_io(&dir)
+                .await
+                .unwrap();
+            let cfg = GroupConfig::default();
+            let cat = catalog();
+            let c = Coordinator::open(&dir, 0, 1, cfg).await.unwrap();
+            let InitOutcome::Ready(m) = c.txn_init("tx", 60_000, 900_000, None, 42).await.unwrap()
+            else {
+                panic!("a new id is ready at once")
+            };
+            assert_eq!((m.producer_id, m.producer_epoch), (42, 0));
+            let parts = vec![("t".to_string(), 0), ("t".to_string(), 1)];
+            c.txn_update("tx", |cur| {
+                state::add_partitions(cur, 42, 0, &parts, now_ms())
+            })
+            .await
+            .unwrap();
+            c.txn_update("tx", |cur| state::add_offsets(cur, 42, 0, "g", now_ms()))
+                .await
+                .unwrap();
+            let codes = c
+                .txn_offset_commit("g", 42, None, vec![offset(0, 7), offset(1, 9)], &cat)
+                .await;
+            assert_eq!(codes, vec![ErrorCode::None; 2]);
+            // Pending: not the group's yet, and unstable.
+            assert!(c.committed("g", None).is_empty());
+            assert_eq!(c.pending_partitions("g").len(), 2);
+            let EndOutcome::Prepare(prepared) = c.txn_end("tx", 42, 0, true).await.unwrap() else {
+                panic!("an ongoing transaction prepares")
+            };
+            assert_eq!(prepared.state, TxnState::PrepareCommit);
+            c.close().await;
+            drop(c);
+
+            let c = Coordinator::open(&dir, 0, 1, cfg).await.unwrap();
+            assert_eq!(c.txn_state("tx"), Some(prepared.clone()));
+            assert_eq!(c.txns_to_finish(now_ms()).0, vec!["tx".to_string()]);
+            assert_eq!(c.pending_partitions("g").len(), 2);
+            // What the tick does once the markers are written.
+            c.txn_settle_offsets("g", 42, true).await.unwrap();
+            c.txn_complete("tx", &prepared).await.unwrap();
+            let committed = c.committed("g", None);
+            assert_eq!(committed[0].1[1].1.as_ref().unwrap().offset, 9);
+            c.close().await;
+            drop(c);
+
+            let c = Coordinator::open(&dir, 0, 1, cfg).await.unwrap();
+            assert_eq!(c.txn_state("tx").unwrap().state, TxnState::CompleteCommit);
+            assert!(c.pending_partitions("g").is_empty());
+            assert_eq!(c.committed("g", None)[0].1[0].1.as_ref().unwrap().offset, 7);
+            // A retried EndTxn is answered as it ended.
+            assert_eq!(
+                c.txn_end("tx", 42, 0, true).await.unwrap(),
+                EndOutcome::AlreadyDone
+            );
+            c.close().await;
+            let _ = std::fs::remove_dir_all(&dir);
+        });
+    }
+}

@@ -626,3 +626,31 @@ fn transactions_move_the_last_stable_offset_and_survive_reopen() {
         assert_eq!(log.aborted_between(0, 9).len(), 1);
     });
 }
+
+/// Retention removes nothing at or past the last stable offset: an open
+/// transaction's segments stay until its marker is durable.
+#[test]
+fn retention_keeps_what_an_open_transaction_holds() {
+    use crate::batch::Marker;
+    in_log_dir("txn-retention", |d| async move {
+        let cfg = LogConfig {
+            segment_bytes: 300,
+            retention_bytes: 0,
+            ..LogConfig::default()
+        };
+        let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+        log.append(&txn_batch(7, 0, 2), 5).await.unwrap(); // 0-1, open
+        for i in 0..10 {
+            log.append(&batches(3, 1000 + i), 5).await.unwrap();
+            log.flush().await.unwrap();
+        }
+        assert_eq!(log.last_stable_offset(), 0);
+        assert_eq!(log.enforce_retention(10), 0);
+        assert_eq!(log.log_start(), 0);
+        log.append(&marker(7, Marker::Abort), 5).await.unwrap();
+        log.flush().await.unwrap();
+        assert_eq!(log.last_stable_offset(), log.high_watermark());
+        assert!(log.enforce_retention(10) > 0);
+        assert!(log.log_start() > 0);
+    });
+}
