@@ -11,7 +11,7 @@
 //! rolls (`{base}.snapshot`, the state as of offset `base`) plus the batches
 //! of the active segment, which recovery scans anyway.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use crate::batch::{BatchHeader, Marker};
 
@@ -100,6 +100,10 @@ fn last_seq(h: &BatchHeader) -> i32 {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
+    /// The open transactions as (first offset, producer id), so the
+    /// earliest is found without looking at every producer (a fetch asks
+    /// for it each time).
+    open: BTreeSet<(i64, i64)>,
     /// Ended transactions as (first offset, marker offset), until the
     /// marker is durable: readers of committed data stop before them.
     ending: Vec<(i64, i64)>,
@@ -207,6 +211,7 @@ impl ProducerStates {
             // A marker ends the producer's transaction here; it has no
             // sequence of its own.
             if let Some(first) = entry.txn_first_offset.take() {
+                self.open.remove(&(first, h.producer_id));
                 let end = h.base_offset;
                 self.ending.push((first, end));
                 if marker == Some(Marker::Abort) {
@@ -221,6 +226,7 @@ impl ProducerStates {
         }
         if h.is_transactional() && entry.txn_first_offset.is_none() {
             entry.txn_first_offset = Some(h.base_offset);
+            self.open.insert((h.base_offset, h.producer_id));
         }
         if entry.batches.len() == BATCHES_KEPT {
             entry.batches.pop_front();
@@ -248,13 +254,13 @@ impl ProducerStates {
     /// open, or ended by a marker at or past `high_watermark`; `None` when
     /// there is none (the last stable offset is then the high watermark).
     pub fn first_unstable(&self, high_watermark: i64) -> Option<i64> {
-        let open = self.producers.values().filter_map(|e| e.txn_first_offset);
+        let open = self.open.first().map(|(first, _)| *first);
         let ending = self
             .ending
             .iter()
             .filter(|(_, marker)| *marker >= high_watermark)
             .map(|(first, _)| *first);
-        open.chain(ending).min()
+        open.into_iter().chain(ending).min()
     }
 
     /// Forgets ended transactions whose markers are durable (below
@@ -376,6 +382,9 @@ impl ProducerStates {
                     base_offset: i64_at(take(8)?),
                     last_offset: i64_at(take(8)?),
                 });
+            }
+            if let Some(first) = txn_first_offset {
+                states.open.insert((first, id));
             }
             states.producers.insert(
                 id,

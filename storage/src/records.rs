@@ -51,6 +51,8 @@ pub struct Producer {
     pub log_append_time: bool,
     /// Mark the batch transactional (its producer's open transaction).
     pub transactional: bool,
+    /// Mark the batch a control batch (a transaction marker).
+    pub control: bool,
 }
 
 impl Producer {
@@ -60,6 +62,7 @@ impl Producer {
         base_sequence: -1,
         log_append_time: false,
         transactional: false,
+        control: false,
     };
 }
 
@@ -114,6 +117,9 @@ pub fn build_stamped_batch(records: &[Stamped<'_>], producer: &Producer) -> Byte
     if producer.transactional {
         attributes |= crate::batch::ATTR_TRANSACTIONAL;
     }
+    if producer.control {
+        attributes |= crate::batch::ATTR_CONTROL;
+    }
     b.put_i16(attributes);
     b.put_i32(n - 1);
     b.put_i64(base_ts);
@@ -159,37 +165,15 @@ pub fn build_marker_batch(
     key[2..].copy_from_slice(&marker.control_type().to_be_bytes());
     let mut value = [0u8; 6];
     value[2..].copy_from_slice(&coordinator_epoch.to_be_bytes());
-    let body_len = {
-        let n = 1 + 1 + 1 + 1 + 4 + 1 + 6 + 1; // attributes .. headers
-        varlong_len(n as i64) + n
+    let producer = Producer {
+        id: producer_id,
+        epoch: producer_epoch,
+        base_sequence: -1, // markers carry no sequence
+        log_append_time: false,
+        transactional: true,
+        control: true,
     };
-    let mut b = BytesMut::with_capacity(HEADER_LEN + body_len);
-    b.put_i64(0);
-    b.put_i32((HEADER_LEN - LOG_OVERHEAD + body_len) as i32);
-    b.put_i32(-1); // partition leader epoch
-    b.put_i8(2);
-    b.put_u32(0); // CRC, below
-    b.put_i16(crate::batch::ATTR_TRANSACTIONAL | crate::batch::ATTR_CONTROL);
-    b.put_i32(0);
-    b.put_i64(timestamp_ms);
-    b.put_i64(timestamp_ms);
-    b.put_i64(producer_id);
-    b.put_i16(producer_epoch);
-    b.put_i32(-1); // markers carry no sequence
-    b.put_i32(1);
-    write_varlong(&mut b, (body_len - 1) as i64);
-    b.put_u8(0);
-    write_varlong(&mut b, 0);
-    write_varlong(&mut b, 0);
-    write_varlong(&mut b, key.len() as i64);
-    b.put_slice(&key);
-    write_varlong(&mut b, value.len() as i64);
-    b.put_slice(&value);
-    write_varlong(&mut b, 0);
-    assert_eq!(b.len(), HEADER_LEN + body_len, "marker size as computed");
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    b.freeze()
+    build_stamped_batch(&[(timestamp_ms, Some(&key), Some(&value))], &producer)
 }
 
 /// The records of one uncompressed batch (`batch` holds exactly it).

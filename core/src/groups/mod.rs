@@ -640,14 +640,15 @@ fn apply(groups: &mut HashMap<String, Group>, txns: &mut TxnTables, e: Entry, no
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::catalog::TopicMeta;
     use std::path::PathBuf;
 
     use weir_storage::testing::run_local as run;
 
-    fn catalog() -> Catalog {
+    /// A catalog with topic `t` of 4 partitions.
+    pub(crate) fn catalog() -> Catalog {
         let mut c = Catalog::default();
         c.topics.insert(
             "t".into(),

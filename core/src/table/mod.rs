@@ -90,6 +90,7 @@ pub fn rows_batch(
         },
         log_append_time: append_time,
         transactional: h.is_transactional(),
+        control: false,
     };
     let recs: Vec<_> = out
         .iter()

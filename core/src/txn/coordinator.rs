@@ -356,25 +356,10 @@ impl Coordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::TopicMeta;
     use crate::groups::group::GroupConfig;
+    use crate::groups::tests::catalog;
     use std::path::PathBuf;
     use weir_storage::testing::run_local as run;
-
-    fn catalog() -> Catalog {
-        let mut c = Catalog::default();
-        c.topics.insert(
-            "t".into(),
-            TopicMeta {
-                name: "t".into(),
-                id: [1; 16],
-                shards: vec![0; 2],
-                config: Default::default(),
-                schema: None,
-            },
-        );
-        c
-    }
 
     fn offset(partition: i32, offset: i64) -> OffsetToCommit {
         OffsetToCommit {

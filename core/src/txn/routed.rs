@@ -57,6 +57,19 @@ impl Shard {
         .await?
     }
 
+    /// Changes the id's state on its coordinator with `change` (durably).
+    async fn txn_change(
+        self: &Rc<Self>,
+        id: String,
+        change: impl FnOnce(Option<&TxnMetadata>) -> Result<TxnMetadata, TxnError> + Send + 'static,
+    ) -> Result<(), TxnFailure> {
+        let key = id.clone();
+        self.on_group(&key, move |s| async move {
+            s.groups.txn_update(&id, change).await.map(|_| ())
+        })
+        .await?
+    }
+
     /// AddPartitionsToTxn: the partitions join the producer's transaction
     /// (starting it).
     pub async fn txn_add_partitions(
@@ -66,16 +79,10 @@ impl Shard {
         epoch: i16,
         partitions: Vec<(String, i32)>,
     ) -> Result<(), TxnFailure> {
-        let key = id.clone();
-        self.on_group(&key, move |s| async move {
-            s.groups
-                .txn_update(&id, |cur| {
-                    state::add_partitions(cur, producer_id, epoch, &partitions, now_ms())
-                })
-                .await
-                .map(|_| ())
+        self.txn_change(id, move |cur| {
+            state::add_partitions(cur, producer_id, epoch, &partitions, now_ms())
         })
-        .await?
+        .await
     }
 
     /// Whether every partition is in the producer's ongoing transaction
@@ -107,16 +114,10 @@ impl Shard {
         epoch: i16,
         group: String,
     ) -> Result<(), TxnFailure> {
-        let key = id.clone();
-        self.on_group(&key, move |s| async move {
-            s.groups
-                .txn_update(&id, |cur| {
-                    state::add_offsets(cur, producer_id, epoch, &group, now_ms())
-                })
-                .await
-                .map(|_| ())
+        self.txn_change(id, move |cur| {
+            state::add_offsets(cur, producer_id, epoch, &group, now_ms())
         })
-        .await?
+        .await
     }
 
     /// EndTxn: commits or aborts, answered once every marker is durable.
