@@ -45,6 +45,41 @@ pub struct OffsetToCommit {
     pub metadata: Option<String>,
 }
 
+impl OffsetToCommit {
+    /// The offset as committed at `now_ms`, or why it is refused: metadata
+    /// over `MAX_OFFSET_METADATA`, or a partition the catalog does not have.
+    pub(crate) fn checked(&self, catalog: &Catalog, now_ms: i64) -> Result<Committed, ErrorCode> {
+        let metadata = self.metadata.clone().unwrap_or_default();
+        if metadata.len() > MAX_OFFSET_METADATA {
+            return Err(ErrorCode::OffsetMetadataTooLarge);
+        }
+        let known = catalog
+            .topic(&self.topic)
+            .is_some_and(|t| self.partition >= 0 && self.partition < t.partitions());
+        if !known {
+            return Err(ErrorCode::UnknownTopicOrPartition);
+        }
+        Ok(Committed {
+            offset: self.offset,
+            leader_epoch: self.leader_epoch,
+            metadata,
+            commit_ms: now_ms,
+        })
+    }
+}
+
+/// A commit's answers when its write failed: the offsets that were to be
+/// written get KAFKA_STORAGE_ERROR, the refused keep their own error.
+pub(crate) fn storage_failed(answers: Vec<ErrorCode>) -> Vec<ErrorCode> {
+    answers
+        .into_iter()
+        .map(|a| match a {
+            ErrorCode::None => ErrorCode::KafkaStorageError,
+            other => other,
+        })
+        .collect()
+}
+
 /// A group as DescribeGroups shows it.
 #[derive(Debug, Clone)]
 pub struct GroupDescription {
@@ -268,43 +303,20 @@ impl Coordinator {
                 });
             }
             for (o, answer) in offsets.iter().zip(answers.iter_mut()) {
-                let metadata = o.metadata.clone().unwrap_or_default();
-                if metadata.len() > MAX_OFFSET_METADATA {
-                    *answer = ErrorCode::OffsetMetadataTooLarge;
-                    continue;
-                }
-                let known = catalog
-                    .topic(&o.topic)
-                    .is_some_and(|t| o.partition >= 0 && o.partition < t.partitions());
-                if !known {
-                    *answer = ErrorCode::UnknownTopicOrPartition;
-                    continue;
-                }
-                entries.push(Entry::Offset {
-                    group: group_id.to_string(),
-                    topic: o.topic.clone(),
-                    partition: o.partition,
-                    value: Some(Committed {
-                        offset: o.offset,
-                        leader_epoch: o.leader_epoch,
-                        metadata,
-                        commit_ms: now,
+                match o.checked(catalog, now) {
+                    Ok(c) => entries.push(Entry::Offset {
+                        group: group_id.to_string(),
+                        topic: o.topic.clone(),
+                        partition: o.partition,
+                        value: Some(c),
                     }),
-                });
+                    Err(code) => *answer = code,
+                }
             }
         }
         if let Err(e) = log.append_durably(&entries, now).await {
             log::error!("group {group_id}: writing a commit: {e}");
-            return answers
-                .into_iter()
-                .map(|a| {
-                    if a == ErrorCode::None {
-                        ErrorCode::KafkaStorageError
-                    } else {
-                        a
-                    }
-                })
-                .collect();
+            return storage_failed(answers);
         }
         self.install(entries);
         self.maybe_checkpoint(&log).await;

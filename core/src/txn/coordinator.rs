@@ -16,8 +16,8 @@ use crate::catalog::Catalog;
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
 use crate::groups::group;
-use crate::groups::store::{Committed, Entry, GroupLog};
-use crate::groups::{Coordinator, OffsetToCommit, MAX_OFFSET_METADATA};
+use crate::groups::store::{Entry, GroupLog};
+use crate::groups::{Coordinator, OffsetToCommit};
 
 /// Why a transactional request was not done.
 #[derive(Debug, Clone)]
@@ -250,40 +250,20 @@ impl Coordinator {
         let mut answers = vec![ErrorCode::None; offsets.len()];
         let mut entries = Vec::new();
         for (o, answer) in offsets.iter().zip(answers.iter_mut()) {
-            let metadata = o.metadata.clone().unwrap_or_default();
-            if metadata.len() > MAX_OFFSET_METADATA {
-                *answer = ErrorCode::OffsetMetadataTooLarge;
-                continue;
-            }
-            let known = catalog
-                .topic(&o.topic)
-                .is_some_and(|t| o.partition >= 0 && o.partition < t.partitions());
-            if !known {
-                *answer = ErrorCode::UnknownTopicOrPartition;
-                continue;
-            }
-            entries.push(Entry::Pending {
-                group: group_id.to_string(),
-                producer_id,
-                topic: o.topic.clone(),
-                partition: o.partition,
-                value: Some(Committed {
-                    offset: o.offset,
-                    leader_epoch: o.leader_epoch,
-                    metadata,
-                    commit_ms: now,
+            match o.checked(catalog, now) {
+                Ok(c) => entries.push(Entry::Pending {
+                    group: group_id.to_string(),
+                    producer_id,
+                    topic: o.topic.clone(),
+                    partition: o.partition,
+                    value: Some(c),
                 }),
-            });
+                Err(code) => *answer = code,
+            }
         }
         if let Err(e) = log.append_durably(&entries, now).await {
             log::error!("group {group_id}: writing transactional offsets: {e}");
-            return answers
-                .into_iter()
-                .map(|a| match a {
-                    ErrorCode::None => ErrorCode::KafkaStorageError,
-                    other => other,
-                })
-                .collect();
+            return crate::groups::storage_failed(answers);
         }
         self.install(entries);
         self.maybe_checkpoint(&log).await;
