@@ -39,8 +39,11 @@ enum Command {
 fn main() {
     // librdkafka's own log lines (connection failures, protocol errors) go
     // through the `log` crate: warnings and errors on stderr unless
-    // RUST_LOG says otherwise.
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    // RUST_LOG says otherwise, stamped to the microsecond so a debug log
+    // (`-X debug=eos,protocol`) shows where a request's time went.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp_micros()
+        .init();
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Produce(a) => produce::run(a),

@@ -60,6 +60,7 @@ pub enum ErrorCode {
     OperationNotAttempted = 55,
     UnstableOffsetCommit = 88,
     InconsistentTopicId = 103,
+    InvalidRegularExpression = 128,
 }
 
 impl ErrorCode {

@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaProducer
 
@@ -266,6 +268,11 @@ def test_admin_clients_see_open_transactions_and_their_producers(node):
         return sorted((t.transactional_id, t.state) for ts in per_broker.values() for t in ts)
 
     assert listed() == [("watched-1", "Ongoing")]
+    # v2's pattern matches the whole id (as Java's Matcher.matches does).
+    assert listed(transactional_id_pattern="watch.*-[0-9]") == [("watched-1", "Ongoing")]
+    assert listed(transactional_id_pattern="watched") == []
+    with pytest.raises(Exception, match="error_code=128"):  # INVALID_REGULAR_EXPRESSION
+        listed(transactional_id_pattern="(unclosed")
     described = admin.describe_transactions(["watched-1"])["watched-1"]
     assert described.state == "Ongoing" and described.producer_id >= 0
     assert {(tp.topic, tp.partition) for tp in described.topic_partitions} == {("watched", 0)}
