@@ -15,6 +15,7 @@
 //! - [`table`]: typed tables: schemas, records to rows, scans for SQL.
 //! - [`txn`]: transactions: the coordinator (state machine, durable state,
 //!   markers across shards).
+//! - [`crash_point`]: named points where a test makes the node abort.
 //! - [`listeners`]: who listens on a port (a live process, or a killed one's
 //!   leftovers).
 //! - [`watchdog`]: wakes a shard that slept through its own wake-up.
@@ -25,6 +26,7 @@ pub mod cache;
 pub mod catalog;
 pub mod clock;
 pub mod config;
+pub mod crash_point;
 pub mod error;
 pub mod groups;
 pub mod latency;

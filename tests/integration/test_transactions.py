@@ -211,6 +211,74 @@ def test_abandoned_transaction_is_aborted_by_timeout_after_kill(make_node, tmp_p
     assert [v for _, _, v in read_all(node.bootstrap, "ledger", 1, "read_committed")] == [b"after"]
 
 
+@pytest.mark.parametrize("point", ["txn-prepared", "txn-marked"])
+def test_commit_cut_by_a_crash_completes_after_restart(make_node, tmp_path, point):
+    """The node dies (WEIR_CRASH_AT: an abort, as a kill -9) inside EndTxn:
+    with the commit decided but no marker written, or with every marker
+    written but the transaction not completed. Restarted, it completes the
+    commit on its own; a read_committed consumer parked at the stable
+    offset across the crash is woken and reads each record once; the
+    producer, retrying its commit as librdkafka lets it, is told it
+    committed."""
+    node = make_node(data_dir=tmp_path / "d", env={"WEIR_CRASH_AT": point})
+    create_topic(node.bootstrap, "left", partitions=2)
+    create_topic(node.bootstrap, "right", partitions=1)
+    targets = [("left", 0), ("left", 1), ("right", 0)]
+    p = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "cut-" + point})
+    p.init_transactions(30)
+    p.begin_transaction()
+    sent = []
+    for i, (topic, part) in enumerate(targets * 2):
+        sent.append(f"{point}-{i}".encode())
+        p.produce(topic, sent[-1], partition=part)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "parked",
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(t, part, 0) for t, part in targets])
+    assert c.poll(1) is None  # parked at the stable offset: the transaction is open
+
+    outcome = {}
+
+    def commit():
+        # A user's loop: a retriable failure (the coordinator went away)
+        # is retried; anything else is the answer.
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                p.commit_transaction(10)
+                outcome["committed"] = True
+                return
+            except KafkaException as e:
+                if not e.args[0].retriable():
+                    outcome["error"] = e.args[0]
+                    return
+        outcome["error"] = "not committed in 60 s"
+
+    committer = threading.Thread(target=commit)
+    committer.start()
+    assert node.proc.wait(30) != 0
+    assert node.await_log(f"crash point {point} reached")
+    del node.env["WEIR_CRASH_AT"]
+    node.start()
+    got = []
+    deadline = time.time() + 30
+    while len(got) < len(sent) and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    # Each committed record exactly once, nothing else, then quiet.
+    assert sorted(got) == sorted(sent)
+    assert c.poll(2) is None
+    c.close()
+    committer.join(70)
+    assert outcome == {"committed": True}, outcome
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    state = admin.describe_transactions(["cut-" + point])["cut-" + point].state
+    admin.close()
+    assert state == "CompleteCommit"
+
+
 def init_producer_id(sock, txn_id, timeout_ms=60000):
     sock.sendall(rawkafka.request(22, 1, rawkafka.string(txn_id) + struct.pack(">i", timeout_ms)))
     frame = rawkafka.read_frame(sock)

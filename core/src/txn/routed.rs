@@ -132,7 +132,10 @@ impl Shard {
         self.on_group(&key, move |s| async move {
             match s.groups.txn_end(&id, producer_id, epoch, commit).await? {
                 EndOutcome::AlreadyDone => Ok(()),
-                EndOutcome::Prepare(meta) => Ok(s.finish_txn(&id, meta).await?),
+                EndOutcome::Prepare(meta) => {
+                    crate::crash_point::reached("txn-prepared");
+                    Ok(s.finish_txn(&id, meta).await?)
+                }
             }
         })
         .await?
@@ -210,7 +213,10 @@ impl Shard {
         }
         let result = self.write_markers(&prepared).await;
         let result = match result {
-            Ok(()) => self.groups.txn_complete(id, &prepared).await,
+            Ok(()) => {
+                crate::crash_point::reached("txn-marked");
+                self.groups.txn_complete(id, &prepared).await
+            }
             Err(e) => {
                 log::warn!("transaction {id:?}: its markers are not all written ({e}); retrying");
                 Err(e)
