@@ -278,26 +278,42 @@ pub fn read_varlong(b: &[u8], at: &mut usize) -> Option<i64> {
     Some(((value >> 1) as i64) ^ -((value & 1) as i64))
 }
 
-/// The offset and timestamp of the first record at or after `ts` in an
-/// uncompressed batch. `None` for a compressed batch or when no record is
-/// that new.
+/// Most bytes a batch is decompressed to when its records' timestamps are
+/// looked up (a produced batch decompresses to far less: the node's
+/// largest request is 100 MiB).
+pub const TIME_LOOKUP_LIMIT: usize = 256 << 20;
+
+/// The offset and timestamp of the first record at or after `ts` in a
+/// batch (`batch` holds exactly it), decompressing a compressed one. `None`
+/// when no record is that new, the records do not parse, or the batch's
+/// timestamps are the broker's (LogAppendTime: every record has the
+/// batch's, so its base offset is the answer).
 pub fn first_offset_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64) -> Option<(i64, i64)> {
-    if h.attributes & ATTR_COMPRESSION_MASK != 0 || h.is_log_append_time() {
+    if h.is_log_append_time() {
         return None;
     }
-    let mut at = HEADER_LEN;
+    let body = batch.get(HEADER_LEN..)?;
+    let codec = h.attributes & ATTR_COMPRESSION_MASK;
+    let decompressed;
+    let body = if codec == 0 {
+        body
+    } else {
+        decompressed = crate::compression::decompress(codec, body, TIME_LOOKUP_LIMIT).ok()?;
+        &decompressed[..]
+    };
+    let mut at = 0;
     for _ in 0..h.record_count {
-        let len = read_varlong(batch, &mut at)?;
+        let len = read_varlong(body, &mut at)?;
         let start = at;
         at += 1; // attributes
-        let ts_delta = read_varlong(batch, &mut at)?;
-        let offset_delta = read_varlong(batch, &mut at)?;
+        let ts_delta = read_varlong(body, &mut at)?;
+        let offset_delta = read_varlong(body, &mut at)?;
         let record_ts = h.base_timestamp + ts_delta;
         if record_ts >= ts {
             return Some((h.base_offset + offset_delta, record_ts));
         }
         at = start.checked_add(usize::try_from(len).ok()?)?;
-        if at > batch.len() {
+        if at > body.len() {
             return None;
         }
     }
@@ -307,6 +323,41 @@ pub fn first_offset_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `batch` with its records compressed by zstd (as a client sends it).
+    fn zstd_batch(batch: &[u8]) -> Vec<u8> {
+        let body = zstd::encode_all(&batch[HEADER_LEN..], 1).unwrap();
+        let mut out = batch[..HEADER_LEN].to_vec();
+        out.extend_from_slice(&body);
+        let len = (out.len() - LOG_OVERHEAD) as i32;
+        out[8..12].copy_from_slice(&len.to_be_bytes());
+        let attributes = i16::from_be_bytes([out[21], out[22]]) | crate::compression::ZSTD;
+        out[21..23].copy_from_slice(&attributes.to_be_bytes());
+        let crc = crc32c::crc32c(&out[21..]);
+        out[17..21].copy_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// The record holding a time, compressed or not: the largest timestamp
+    /// sits in the batch's second record (ListOffsets' max-timestamp spec
+    /// answers it, KAFKA-16310), and a time between records finds the
+    /// first record at or after it, in offset order.
+    #[test]
+    fn the_record_at_a_time_is_found_in_any_batch() {
+        let stamps = [100, 500, 200, 300];
+        let records: Vec<Stamped<'_>> =
+            stamps.iter().map(|t| (*t, None, Some(&b"v"[..]))).collect();
+        let plain = build_stamped_batch(&records, &Producer::NONE);
+        let zstd = zstd_batch(&plain);
+        for batch in [&plain[..], &zstd[..]] {
+            let h = BatchHeader::parse(batch).unwrap();
+            assert_eq!(h.max_timestamp, 500);
+            assert_eq!(first_offset_at_or_after(batch, &h, 500), Some((1, 500)));
+            assert_eq!(first_offset_at_or_after(batch, &h, 150), Some((1, 500)));
+            assert_eq!(first_offset_at_or_after(batch, &h, 100), Some((0, 100)));
+            assert_eq!(first_offset_at_or_after(batch, &h, 501), None);
+        }
+    }
 
     #[test]
     fn varlong_len_is_what_write_varlong_writes() {

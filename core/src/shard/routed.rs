@@ -311,7 +311,9 @@ impl Shard {
                 // Every segment is local: the earliest local offset is the
                 // log start.
                 OffsetQuery::Earliest | OffsetQuery::EarliestLocal => Ok((p.log.log_start(), -1)),
-                OffsetQuery::MaxTimestamp => Ok(p.log.max_timestamp().unwrap_or((-1, -1))),
+                OffsetQuery::MaxTimestamp => {
+                    Ok(p.log.max_timestamp_record().await?.unwrap_or((-1, -1)))
+                }
                 OffsetQuery::AtTime(t) => Ok(p.log.offset_for_time(t).await?.unwrap_or((-1, -1))),
             }
         })

@@ -266,6 +266,27 @@ impl PartitionLog {
             .map_or(i64::MAX, |s| s.next_offset())
     }
 
+    /// ListOffsets' max-timestamp answer: the offset and timestamp of the
+    /// first record holding the log's largest timestamp, not the last
+    /// offset of its batch (Kafka answered that until KAFKA-16310);
+    /// `None` for an empty log.
+    pub async fn max_timestamp_record(&self) -> Result<Option<(i64, i64)>, StorageError> {
+        let Some((last, ts)) = self.max_timestamp() else {
+            return Ok(None);
+        };
+        let r = self.read(last, 1).await?;
+        let batches = r.batches.to_bytes();
+        for (at, h) in BatchIter::new(&batches) {
+            if h.base_offset <= last && last <= h.last_offset() {
+                let batch = &batches[at..at + h.total_len()];
+                let exact = first_offset_at_or_after(batch, &h, ts).map(|(o, _)| o);
+                let offset = exact.unwrap_or(h.base_offset).max(self.log_start());
+                return Ok(Some((offset, ts)));
+            }
+        }
+        Ok(Some((last, ts)))
+    }
+
     /// The offset and timestamp of the batch with the largest timestamp
     /// (its last offset), or `None` for an empty log.
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {

@@ -1,0 +1,120 @@
+package weir.compat;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A real weir node for a test: the binary named by WEIR_BIN (default: the
+ * workspace's release build) serving a fresh data directory on free ports,
+ * stopped (SIGKILL) by {@link #close}. Its log is kept for failure messages.
+ */
+public final class WeirNode implements AutoCloseable {
+    private final Process process;
+    private final Path dataDir;
+    private final List<String> log = new ArrayList<>();
+    public final int kafkaPort;
+    public final int httpPort;
+
+    public static WeirNode start(String... extra) throws Exception {
+        return new WeirNode(extra);
+    }
+
+    private WeirNode(String... extra) throws Exception {
+        kafkaPort = freePort();
+        httpPort = freePort();
+        dataDir = Files.createTempDirectory(Paths.get(targetDir()), "weir-node-");
+        List<String> cmd = new ArrayList<>(List.of(
+                binary(), "serve", dataDir.toString(),
+                "--kafka", "127.0.0.1:" + kafkaPort,
+                "--addr", "127.0.0.1:" + httpPort,
+                "--cores", "2"));
+        cmd.addAll(List.of(extra));
+        process = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        CountDownLatch serving = new CountDownLatch(1);
+        Thread drain = new Thread(() -> {
+            try (BufferedReader r = new BufferedReader(
+                    new InputStreamReader(process.getErrorStream(), StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = r.readLine()) != null) {
+                    synchronized (log) {
+                        log.add(line);
+                    }
+                    if (line.contains("weir serving")) {
+                        serving.countDown();
+                    }
+                }
+            } catch (IOException ignored) {
+                // The process ended; its log so far is kept.
+            }
+            serving.countDown();
+        }, "weir-log-" + kafkaPort);
+        drain.setDaemon(true);
+        drain.start();
+        if (!serving.await(60, TimeUnit.SECONDS) || !process.isAlive()) {
+            process.destroyForcibly();
+            throw new IllegalStateException("weir did not start:\n" + log());
+        }
+    }
+
+    public String bootstrap() {
+        return "127.0.0.1:" + kafkaPort;
+    }
+
+    /** Client properties for this node, with `more` as key, value pairs. */
+    public Properties props(Object... more) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap());
+        for (int i = 0; i + 1 < more.length; i += 2) {
+            p.put(more[i].toString(), more[i + 1]);
+        }
+        return p;
+    }
+
+    public String log() {
+        synchronized (log) {
+            return String.join("\n", log);
+        }
+    }
+
+    @Override
+    public void close() throws Exception {
+        process.destroyForcibly();
+        process.waitFor(30, TimeUnit.SECONDS);
+        try (var files = Files.walk(dataDir)) {
+            files.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+        }
+    }
+
+    private static String binary() {
+        String bin = System.getenv("WEIR_BIN");
+        if (bin != null && !bin.isEmpty()) {
+            return bin;
+        }
+        return Paths.get(System.getProperty("user.dir"), "..", "..", "target", "release", "weir")
+                .normalize().toString();
+    }
+
+    /** Not /tmp: tmpfs has no O_DIRECT, which the node's log needs. */
+    private static String targetDir() throws IOException {
+        Path dir = Paths.get(System.getProperty("user.dir"), "target", "nodes");
+        Files.createDirectories(dir);
+        return dir.toString();
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+}
