@@ -148,7 +148,9 @@ fn every_api_at_every_version() {
             .with_acks(-1)
             .with_timeout_ms(5000)
             .with_topic_data(vec![produce_request::TopicProduceData::default()
+                // v13 names the topic by id, earlier versions by name.
                 .with_name(name("ct-2"))
+                .with_topic_id(topic_id)
                 .with_partition_data(vec![
                     produce_request::PartitionProduceData::default()
                         .with_index(0)
@@ -161,7 +163,24 @@ fn every_api_at_every_version() {
             (0, (v - 3) as i64),
             "Produce v{v}"
         );
+        if v >= 13 {
+            assert_eq!(r.responses[0].topic_id, topic_id);
+        }
     }
+    // An id no topic has: UNKNOWN_TOPIC_ID, nothing written.
+    let last = range(ApiKey::Produce).last().expect("a version");
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![produce_request::TopicProduceData::default()
+            .with_topic_id(uuid::Uuid::from_u128(7))
+            .with_partition_data(vec![
+                produce_request::PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch(b"lost"))),
+            ])]);
+    let r: ProduceResponse = call(&mut s, ApiKey::Produce, last, &req);
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 100);
 
     for v in range(ApiKey::Fetch) {
         let topic = fetch_request::FetchTopic::default().with_partitions(vec![

@@ -58,7 +58,7 @@ def test_unknown_api_versions_version_gets_v0_body_with_unsupported_version(node
     cid, err, count = struct.unpack_from(">ihi", frame, 0)
     assert err == 35
     keys = {struct.unpack_from(">hhh", frame, 10 + 6 * i) for i in range(count)}
-    assert (18, 0, 4) in keys and (0, 3, 11) in keys and (1, 4, 16) in keys
+    assert (18, 0, 4) in keys and (0, 3, 13) in keys and (1, 4, 18) in keys
 
 
 def test_malformed_frames_close_only_their_connection(node):

@@ -32,6 +32,9 @@ pub enum OffsetQuery {
     MaxTimestamp,
     /// -4: the first offset on local storage (KIP-405; all of it is local).
     EarliestLocal,
+    /// -5: the last offset in tiered storage (KIP-1005, ListOffsets v9):
+    /// none is tiered, so no offset, as Kafka answers without tiering.
+    LatestTiered,
     /// A time in ms: the first offset whose timestamp is at or after it.
     AtTime(i64),
 }
@@ -46,6 +49,7 @@ impl OffsetQuery {
             -2 => OffsetQuery::Earliest,
             -3 => OffsetQuery::MaxTimestamp,
             -4 => OffsetQuery::EarliestLocal,
+            -5 => OffsetQuery::LatestTiered,
             t if t >= 0 => OffsetQuery::AtTime(t),
             t => {
                 return Err(KafkaError::new(
@@ -311,6 +315,7 @@ impl Shard {
                 // Every segment is local: the earliest local offset is the
                 // log start.
                 OffsetQuery::Earliest | OffsetQuery::EarliestLocal => Ok((p.log.log_start(), -1)),
+                OffsetQuery::LatestTiered => Ok((-1, -1)),
                 OffsetQuery::MaxTimestamp => {
                     Ok(p.log.max_timestamp_record().await?.unwrap_or((-1, -1)))
                 }

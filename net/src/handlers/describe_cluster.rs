@@ -1,5 +1,6 @@
 //! DescribeCluster (key 60): the cluster id and the brokers (this node, or
-//! each shard with `--shard-ports`).
+//! each shard with `--shard-ports`). v2 (KIP-1073) may ask for fenced
+//! brokers too: none is ever fenced.
 
 use std::rc::Rc;
 
@@ -10,7 +11,7 @@ use weir_core::Shard;
 use super::str;
 
 pub const MIN: i16 = 0;
-pub const MAX: i16 = 1;
+pub const MAX: i16 = 2;
 
 pub fn handle(
     shard: &Rc<Shard>,

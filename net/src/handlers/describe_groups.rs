@@ -1,5 +1,6 @@
-//! DescribeGroups (key 15): state, protocol and members of each group (a
-//! group the node does not know is "Dead", as Kafka answers up to v5).
+//! DescribeGroups (key 15): state, protocol and members of each group. A
+//! group the node does not know is "Dead", and from v6 (KIP-1043) also
+//! GROUP_ID_NOT_FOUND with a message, as Kafka answers.
 
 use std::rc::Rc;
 
@@ -12,7 +13,7 @@ use weir_core::{ErrorCode, KafkaError, Shard};
 use super::{str, Caller};
 
 pub const MIN: i16 = 0;
-pub const MAX: i16 = 5;
+pub const MAX: i16 = 6;
 
 /// READ, DELETE and DESCRIBE on a group (Kafka's AclOperation bits): what
 /// every client may do on an unsecured node.
@@ -45,12 +46,24 @@ pub async fn handle(
         .into_iter()
         .map(|(id, r)| {
             let d = match r {
+                Ok(d) if version >= 6 && d.state == "Dead" => Err(KafkaError::new(
+                    ErrorCode::GroupIdNotFound,
+                    format!("Group {} not found.", id.0),
+                )),
+                r => r,
+            };
+            let d = match d {
                 Ok(d) => d,
                 Err(e) => {
-                    return DescribedGroup::default()
+                    let g = DescribedGroup::default()
                         .with_group_id(id)
                         .with_error_code(e.code.code())
-                        .with_group_state(str("Dead"))
+                        .with_group_state(str("Dead"));
+                    return if version >= 6 {
+                        g.with_error_message(Some(str(&e.message)))
+                    } else {
+                        g
+                    };
                 }
             };
             let g = DescribedGroup::default()

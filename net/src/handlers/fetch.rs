@@ -19,7 +19,7 @@ use weir_core::auth::acl::{Operation, ResourceType};
 use super::{str, Caller};
 
 pub const MIN: i16 = 4;
-pub const MAX: i16 = 16;
+pub const MAX: i16 = 18;
 
 /// The longest a fetch may wait, whatever the client asks.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);

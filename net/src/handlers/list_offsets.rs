@@ -15,7 +15,7 @@ use weir_core::{ByPartition, Shard};
 use super::{denied_topic, Caller};
 
 pub const MIN: i16 = 1;
-pub const MAX: i16 = 8;
+pub const MAX: i16 = 10;
 
 pub async fn handle(
     shard: &Rc<Shard>,

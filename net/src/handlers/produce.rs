@@ -1,6 +1,8 @@
 //! Produce (key 0): validate and append each partition's batches on the
 //! shard that owns it; answer after the fsync (acks 1/-1) or not at all
-//! (acks 0).
+//! (acks 0). v13 names topics by id (KIP-516). v12 is v11's wire for
+//! clients with transactions v2 (KIP-890), which weir does not advertise:
+//! a transactional Java client stays at v11.
 
 use std::rc::Rc;
 
@@ -15,7 +17,7 @@ use weir_core::auth::acl::{Operation, ResourceType};
 use super::{denied_topic, error_parts, Caller};
 
 pub const MIN: i16 = 3;
-pub const MAX: i16 = 11;
+pub const MAX: i16 = 13;
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -37,15 +39,32 @@ pub async fn handle(
             )
         })
     });
+    let catalog = shard.catalog();
     let mut by = ByPartition::new();
     for t in req.topic_data {
-        let name = t.name.0.to_string();
-        let allowed = caller.may(shard, Operation::Write, ResourceType::Topic, &name);
-        by.topic(t.name, name.clone());
+        let name = if version >= 13 {
+            catalog
+                .topic_by_id(t.topic_id.as_bytes())
+                .map(|m| m.name.clone())
+        } else {
+            Some(t.name.0.to_string())
+        };
+        let allowed = name
+            .as_ref()
+            .is_some_and(|n| caller.may(shard, Operation::Write, ResourceType::Topic, n));
+        by.topic((t.name, t.topic_id), name.clone().unwrap_or_default());
         for p in t.partition_data {
             let arg = match (acks, p.records) {
+                _ if name.is_none() => Err(KafkaError::new(
+                    ErrorCode::UnknownTopicId,
+                    format!("no topic has id {}", t.topic_id),
+                )),
                 _ if txn_refused.is_some() => Err(txn_refused.clone().expect("a refusal")),
-                _ if !allowed => Err(denied_topic(caller, "write to", &name)),
+                _ if !allowed => Err(denied_topic(
+                    caller,
+                    "write to",
+                    name.as_deref().unwrap_or_default(),
+                )),
                 (-1..=1, Some(records)) => Ok(records),
                 (-1..=1, None) => Err(KafkaError::new(
                     ErrorCode::CorruptMessage,
@@ -61,13 +80,17 @@ pub async fn handle(
     }
     let results = shard.produce(by.work(), acks).await;
     let answers = by.answers(results);
-    for (name, parts) in &answers {
+    for ((name, id), parts) in &answers {
         for (partition, r) in parts {
             if let Err(e) = r {
                 let detail = e.detail.as_deref().map(|d| format!(" ({d})"));
+                let topic = if version >= 13 {
+                    id.to_string()
+                } else {
+                    name.0.to_string()
+                };
                 weir_core::refusals::log(format_args!(
-                    "produce to {}-{partition} refused: {e}{}",
-                    name.0,
+                    "produce to {topic}-{partition} refused: {e}{}",
                     detail.unwrap_or_default()
                 ));
             }
@@ -78,9 +101,10 @@ pub async fn handle(
     }
     let responses = answers
         .into_iter()
-        .map(|(name, parts)| {
+        .map(|((name, id), parts)| {
             TopicProduceResponse::default()
                 .with_name(name)
+                .with_topic_id(id)
                 .with_partition_responses(
                     parts
                         .into_iter()

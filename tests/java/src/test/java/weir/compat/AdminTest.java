@@ -3,6 +3,7 @@ package weir.compat;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
@@ -10,6 +11,7 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ExecutionException;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
@@ -31,6 +33,7 @@ import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.GroupIdNotFoundException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterAll;
@@ -192,5 +195,9 @@ class AdminTest {
         admin.deleteConsumerGroups(List.of("admin-g")).all().get();
         assertFalse(admin.listConsumerGroups().all().get().stream()
                 .anyMatch(g -> g.groupId().equals("admin-g")));
+        // DescribeGroups v6 (KIP-1043): a group the node does not know.
+        var missing = assertThrows(ExecutionException.class,
+                () -> admin.describeConsumerGroups(List.of("admin-g")).all().get());
+        assertTrue(missing.getCause() instanceof GroupIdNotFoundException, missing.toString());
     }
 }
