@@ -167,6 +167,22 @@ fn every_api_at_every_version() {
             assert_eq!(r.responses[0].topic_id, topic_id);
         }
     }
+    for v in range(ApiKey::DescribeLogDirs) {
+        let r: DescribeLogDirsResponse = call(
+            &mut s,
+            ApiKey::DescribeLogDirs,
+            v,
+            &DescribeLogDirsRequest::default().with_topics(None),
+        );
+        let dir = &r.results[0];
+        let t = dir
+            .topics
+            .iter()
+            .find(|t| t.name.0.as_str() == "ct-2")
+            .expect("the topic");
+        assert!(t.partitions[0].partition_size > 0, "DescribeLogDirs v{v}");
+        assert_eq!(dir.total_bytes > 0, v >= 4, "DescribeLogDirs v{v}");
+    }
     // An id no topic has: UNKNOWN_TOPIC_ID, nothing written.
     let last = range(ApiKey::Produce).last().expect("a version");
     let req = ProduceRequest::default()

@@ -30,6 +30,21 @@ pub mod testing;
 pub use chunks::Chunks;
 pub use log::{Appended, FlushTimes, LogConfig, PartitionLog, ReadResult};
 
+/// The size and free space of the file system holding `dir` (bytes):
+/// (total, usable by an unprivileged writer).
+pub fn disk_space(dir: &std::path::Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs the call fills in.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let unit = st.f_frsize as u64;
+    Ok((st.f_blocks as u64 * unit, st.f_bavail as u64 * unit))
+}
+
 /// What can go wrong in storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StorageError {

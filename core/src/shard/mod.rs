@@ -195,6 +195,39 @@ impl Shard {
         join_all(all).await.into_iter().flatten().collect()
     }
 
+    /// The bytes of each partition's log (DescribeLogDirs), sorted: every
+    /// shard's, or this shard's alone when each shard is a broker of its
+    /// own (`--shard-ports`), so a client asking every broker counts each
+    /// partition once.
+    pub async fn log_sizes(self: &Rc<Self>) -> Vec<(String, i32, u64)> {
+        let local = |s: &Shard| -> Vec<(String, i32, u64)> {
+            s.partitions
+                .borrow()
+                .iter()
+                .map(|((t, p), part)| (t.clone(), *p, part.log.size_bytes()))
+                .collect()
+        };
+        let mut all = if self.config.shard_port_base.is_some() {
+            local(self)
+        } else {
+            let each =
+                (0..self.nr_shards).map(|i| self.send_job(i, move |s| async move { local(&s) }));
+            join_all(each)
+                .await
+                .into_iter()
+                .flatten()
+                .flatten()
+                .collect()
+        };
+        all.sort();
+        all
+    }
+
+    /// The data directory's file system: (total, usable) bytes.
+    pub fn disk_space(&self) -> std::io::Result<(u64, u64)> {
+        weir_storage::disk_space(&self.config.data_dir)
+    }
+
     /// Runs `f` on shard `target` with its state and returns the answer.
     /// On the local shard it runs in place.
     pub async fn invoke_on<R, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> Result<R, KafkaError>

@@ -26,6 +26,7 @@ pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
@@ -136,6 +137,11 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
         describe_groups::MAX,
     ),
     (ApiKey::ListGroups, list_groups::MIN, list_groups::MAX),
+    (
+        ApiKey::DescribeLogDirs,
+        describe_log_dirs::MIN,
+        describe_log_dirs::MAX,
+    ),
     (ApiKey::DeleteGroups, delete_groups::MIN, delete_groups::MAX),
     (ApiKey::OffsetDelete, offset_delete::MIN, offset_delete::MAX),
     (ApiKey::DescribeAcls, describe_acls::MIN, describe_acls::MAX),
@@ -327,6 +333,9 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
         }
         RequestKind::DescribeGroups(r) => {
             ResponseKind::DescribeGroups(describe_groups::handle(shard, r, v, caller).await)
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(shard, r, v, caller).await)
         }
         RequestKind::ListGroups(r) => {
             ResponseKind::ListGroups(list_groups::handle(shard, r, v, caller).await)

@@ -137,6 +137,32 @@ class AdminTest {
     }
 
     @Test
+    void logDirsWithEachPartitionsSize() throws Exception {
+        admin.createTopics(List.of(new NewTopic("admin-dirs", 2, (short) 1))).all().get();
+        try (var p = producer()) {
+            for (int i = 0; i < 100; i++) {
+                p.send(new ProducerRecord<>("admin-dirs", 0, "k", "x".repeat(1000)));
+            }
+            p.flush();
+        }
+        int broker = admin.describeCluster().nodes().get().iterator().next().id();
+        var dirs = admin.describeLogDirs(List.of(broker)).allDescriptions().get().get(broker);
+        assertEquals(1, dirs.size());
+        var dir = dirs.values().iterator().next();
+        assertTrue(dir.totalBytes().isPresent() && dir.usableBytes().isPresent());
+        assertTrue(dir.usableBytes().getAsLong() <= dir.totalBytes().getAsLong());
+        var written = dir.replicaInfos().get(new TopicPartition("admin-dirs", 0));
+        var empty = dir.replicaInfos().get(new TopicPartition("admin-dirs", 1));
+        assertTrue(written.size() >= 100_000, "100 records of 1 KB: " + written.size());
+        assertEquals(0, empty.size());
+        assertEquals(0, written.offsetLag());
+        // Asked for one partition: that one.
+        var one = admin.describeReplicaLogDirs(List.of(new org.apache.kafka.common.TopicPartitionReplica(
+                "admin-dirs", 0, broker))).all().get();
+        assertEquals(dirs.keySet().iterator().next(), one.values().iterator().next().getCurrentReplicaLogDir());
+    }
+
+    @Test
     void describeCluster() throws Exception {
         DescribeClusterResult c = admin.describeCluster();
         assertNotNull(c.clusterId().get());
