@@ -131,6 +131,15 @@ struct ServeArgs {
     /// members (Kafka's group.initial.rebalance.delay.ms).
     #[arg(long, default_value_t = 3_000)]
     group_initial_rebalance_delay_ms: u64,
+    /// How often a member of a consumer group of the new protocol
+    /// (KIP-848, `group.protocol=consumer`) heartbeats (Kafka's
+    /// group.consumer.heartbeat.interval.ms).
+    #[arg(long, default_value_t = 5_000)]
+    group_consumer_heartbeat_interval_ms: u64,
+    /// How long such a member may stay silent before it is removed
+    /// (Kafka's group.consumer.session.timeout.ms).
+    #[arg(long, default_value_t = 45_000)]
+    group_consumer_session_timeout_ms: u64,
     /// A file holding the admin role's token (else WEIR_ADMIN_TOKEN). A
     /// client signs in with SASL/PLAIN as `admin` and this token; setting
     /// any role token turns sign-in on.
@@ -245,6 +254,10 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.groups.max_session_timeout = Duration::from_millis(args.group_max_session_timeout_ms);
     cfg.groups.initial_rebalance_delay =
         Duration::from_millis(args.group_initial_rebalance_delay_ms);
+    cfg.groups.consumer_heartbeat_interval =
+        Duration::from_millis(args.group_consumer_heartbeat_interval_ms.max(100));
+    cfg.groups.consumer_session_timeout =
+        Duration::from_millis(args.group_consumer_session_timeout_ms.max(1_000));
     use weir_core::auth::{Role, RoleTokens};
     cfg.role_tokens = RoleTokens::load(&[
         (Role::Admin, args.admin_token_file.as_deref()),

@@ -60,6 +60,10 @@ pub enum ErrorCode {
     OperationNotAttempted = 55,
     UnstableOffsetCommit = 88,
     InconsistentTopicId = 103,
+    FencedMemberEpoch = 110,
+    UnreleasedInstanceId = 111,
+    UnsupportedAssignor = 112,
+    StaleMemberEpoch = 113,
     InvalidRegularExpression = 128,
 }
 

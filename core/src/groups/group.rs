@@ -72,6 +72,9 @@ pub struct Group {
     join_not_before: Instant,
     /// …and no later than this (rebalance timeout).
     join_deadline: Instant,
+    /// A KIP-848 consumer group's members and assignment (the group's
+    /// offsets stay in `offsets`); `None` for a classic group.
+    pub consumer: Option<super::consumer::ConsumerGroup>,
     /// Where the initial delay stops being extended.
     initial_delay_limit: Instant,
 }
@@ -98,6 +101,7 @@ impl Group {
             join_not_before: now,
             join_deadline: now,
             initial_delay_limit: now,
+            consumer: None,
         }
     }
 

@@ -7,6 +7,7 @@
 //! ([`group`]); committed offsets are written to the group log and fsynced
 //! before the commit is answered ([`store`]), and replayed at start-up.
 
+pub mod consumer;
 pub mod group;
 pub mod store;
 
@@ -105,7 +106,12 @@ pub struct ListedGroup {
     pub group_id: String,
     pub protocol_type: String,
     pub state: &'static str,
+    /// "classic" or "consumer" (KIP-848).
+    pub kind: &'static str,
 }
+
+/// The protocol type a KIP-848 consumer group is stored with.
+pub const CONSUMER_TYPE: &str = "consumer-group";
 
 /// Committed offsets asked for: `None` for every topic the group has.
 pub type OffsetQuery = Option<Vec<(String, Vec<i32>)>>;
@@ -205,6 +211,10 @@ impl Coordinator {
                 groups.insert(group_id.to_string(), Group::new(group_id, now));
             }
             let g = groups.get_mut(group_id).expect("group");
+            if g.consumer.as_ref().is_some_and(|c| !c.members.is_empty()) {
+                return JoinResult::error(ErrorCode::InconsistentGroupProtocol, &member);
+            }
+            g.consumer = None;
             g.join(req, now, &self.cfg)
         };
         match answer {
@@ -291,7 +301,11 @@ impl Coordinator {
                 groups.insert(group_id.to_string(), Group::new(group_id, Instant::now()));
             }
             let g = groups.get_mut(group_id).expect("group");
-            let check = g.check_commit(member_id, instance_id, generation);
+            let check = match &g.consumer {
+                // KIP-848: the generation is the member's epoch.
+                Some(c) => c.check_commit(member_id, generation),
+                None => g.check_commit(member_id, instance_id, generation),
+            };
             if check != ErrorCode::None {
                 return vec![check; offsets.len()];
             }
@@ -466,16 +480,105 @@ impl Coordinator {
         }
     }
 
+    /// ConsumerGroupHeartbeat (KIP-848). A group's first heartbeat writes
+    /// the group to the log (fsynced) so it is listed after a restart, with
+    /// its offsets; its members and assignment live in memory: after a
+    /// restart a member is told it is unknown and joins again.
+    pub async fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        hb: consumer::Heartbeat,
+        catalog: &Catalog,
+    ) -> Result<consumer::Answer, consumer::Refusal> {
+        if !group::valid_group_id(group_id) {
+            return Err((
+                ErrorCode::InvalidGroupId,
+                "The group id is empty.".to_string(),
+            ));
+        }
+        let log = self.log_for(group_id).map_err(|e| (e.code, e.message))?;
+        let stored = {
+            let mut groups = self.groups.borrow_mut();
+            let g = groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| Group::new(group_id, Instant::now()));
+            if g.consumer.is_none() && (g.state != GroupState::Empty || !g.members.is_empty()) {
+                return Err((
+                    ErrorCode::GroupIdNotFound,
+                    format!("Group {group_id} is not a consumer group."),
+                ));
+            }
+            g.stored_type.as_deref() == Some(CONSUMER_TYPE)
+        };
+        if !stored {
+            let _write = log.lock().await;
+            let entry = Entry::Group {
+                group: group_id.to_string(),
+                protocol_type: Some(CONSUMER_TYPE.to_string()),
+            };
+            if let Err(e) = log
+                .append_durably(std::slice::from_ref(&entry), now_ms())
+                .await
+            {
+                log::error!("group {group_id}: writing it: {e}");
+                return Err((ErrorCode::KafkaStorageError, e.message));
+            }
+            self.install(vec![entry]);
+        }
+        let mut groups = self.groups.borrow_mut();
+        let g = groups.get_mut(group_id).ok_or_else(|| {
+            (
+                ErrorCode::CoordinatorNotAvailable,
+                "the group was deleted meanwhile".to_string(),
+            )
+        })?;
+        let session = self.cfg.consumer_session_timeout.as_millis() as i64;
+        let c = g
+            .consumer
+            .get_or_insert_with(|| consumer::ConsumerGroup::new(session));
+        let partitions = |t: &str| catalog.topic(t).map(|m| m.partitions());
+        c.heartbeat(
+            hb,
+            &partitions,
+            &mut || uuid::Uuid::new_v4().to_string(),
+            now_ms(),
+        )
+    }
+
+    /// A KIP-848 consumer group, as ConsumerGroupDescribe shows it.
+    pub fn consumer_group(&self, group_id: &str) -> Option<consumer::ConsumerGroup> {
+        self.groups
+            .borrow()
+            .get(group_id)
+            .and_then(|g| g.consumer.clone())
+    }
+
     pub fn list(&self) -> Vec<ListedGroup> {
         let mut out: Vec<_> = self
             .groups
             .borrow()
             .values()
             .filter(|g| g.state != GroupState::Dead)
-            .map(|g| ListedGroup {
-                group_id: g.id.clone(),
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state.name(),
+            .map(|g| match &g.consumer {
+                Some(c) => ListedGroup {
+                    group_id: g.id.clone(),
+                    protocol_type: "consumer".to_string(),
+                    state: c.state(),
+                    kind: "consumer",
+                },
+                // Stored as a consumer group, no member since a restart.
+                None if g.stored_type.as_deref() == Some(CONSUMER_TYPE) => ListedGroup {
+                    group_id: g.id.clone(),
+                    protocol_type: "consumer".to_string(),
+                    state: "Empty",
+                    kind: "consumer",
+                },
+                None => ListedGroup {
+                    group_id: g.id.clone(),
+                    protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                    state: g.state.name(),
+                    kind: "classic",
+                },
             })
             .collect();
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
@@ -499,6 +602,9 @@ impl Coordinator {
                 None => return ErrorCode::GroupIdNotFound,
                 Some(g) if g.state == GroupState::Dead => return ErrorCode::GroupIdNotFound,
                 Some(g) if g.state != GroupState::Empty => return ErrorCode::NonEmptyGroup,
+                Some(g) if g.consumer.as_ref().is_some_and(|c| !c.members.is_empty()) => {
+                    return ErrorCode::NonEmptyGroup
+                }
                 Some(_) => {}
             }
         }
@@ -532,14 +638,19 @@ impl Coordinator {
                 Some(g) if g.state != GroupState::Dead => g,
                 _ => return Err(ErrorCode::GroupIdNotFound),
             };
-            let active = g.state != GroupState::Empty;
-            if active && g.protocol_type.as_deref() != Some("consumer") {
+            let members = g.consumer.as_ref().is_some_and(|c| !c.members.is_empty());
+            let active = g.state != GroupState::Empty || members;
+            if active && g.protocol_type.as_deref() != Some("consumer") && !members {
                 return Err(ErrorCode::NonEmptyGroup);
             }
             partitions
                 .into_iter()
                 .map(|TopicPartition { topic, partition }| {
-                    if active && g.subscribed_to(&topic) {
+                    let subscribed = match &g.consumer {
+                        Some(c) => c.subscribed_to(&topic),
+                        None => g.subscribed_to(&topic),
+                    };
+                    if active && subscribed {
                         return ErrorCode::GroupSubscribedToTopic;
                     }
                     if g.offsets.contains_key(&(topic.clone(), partition)) {
@@ -565,8 +676,17 @@ impl Coordinator {
     /// Session expiry and rebalance deadlines (called every 100 ms).
     pub fn tick(&self) {
         let now = Instant::now();
+        let ms = now_ms();
         for g in self.groups.borrow_mut().values_mut() {
             g.tick(now, &self.cfg);
+            if let Some(c) = &mut g.consumer {
+                for gone in c.expire(ms) {
+                    log::info!(
+                        "group {}: member {gone} removed (session or rebalance timeout)",
+                        g.id
+                    );
+                }
+            }
         }
     }
 

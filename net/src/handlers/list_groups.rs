@@ -1,5 +1,5 @@
 //! ListGroups (key 16): every group of every shard, filtered by state (v4)
-//! and type (v5; every group here is a "classic" group).
+//! and type (v5: "classic", or "consumer" for KIP-848 consumer groups).
 
 use std::rc::Rc;
 
@@ -30,7 +30,7 @@ pub async fn handle(
     let listed = groups
         .into_iter()
         .filter(|g| version < 4 || wants(&req.states_filter, g.state))
-        .filter(|_| version < 5 || wants(&req.types_filter, "classic"))
+        .filter(|g| version < 5 || wants(&req.types_filter, g.kind))
         // Only the groups the caller may describe.
         .filter(|g| caller.may(shard, Operation::Describe, ResourceType::Group, &g.group_id))
         .map(|g| {
@@ -41,7 +41,7 @@ pub async fn handle(
                 l = l.with_group_state(str(g.state));
             }
             if version >= 5 {
-                l = l.with_group_type(str("classic"));
+                l = l.with_group_type(str(g.kind));
             }
             l
         })

@@ -15,6 +15,8 @@ pub mod add_partitions_to_txn;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod authorize;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
@@ -137,6 +139,16 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
         describe_groups::MAX,
     ),
     (ApiKey::ListGroups, list_groups::MIN, list_groups::MAX),
+    (
+        ApiKey::ConsumerGroupHeartbeat,
+        consumer_group_heartbeat::MIN,
+        consumer_group_heartbeat::MAX,
+    ),
+    (
+        ApiKey::ConsumerGroupDescribe,
+        consumer_group_describe::MIN,
+        consumer_group_describe::MAX,
+    ),
     (
         ApiKey::DescribeLogDirs,
         describe_log_dirs::MIN,
@@ -334,6 +346,19 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
         RequestKind::DescribeGroups(r) => {
             ResponseKind::DescribeGroups(describe_groups::handle(shard, r, v, caller).await)
         }
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            let client_id = req
+                .header
+                .client_id
+                .map(|c| c.to_string())
+                .unwrap_or_default();
+            ResponseKind::ConsumerGroupHeartbeat(
+                consumer_group_heartbeat::handle(shard, r, client_id, caller).await,
+            )
+        }
+        RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
+            consumer_group_describe::handle(shard, r, caller).await,
+        ),
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(describe_log_dirs::handle(shard, r, v, caller).await)
         }

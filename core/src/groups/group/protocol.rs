@@ -19,6 +19,12 @@ pub struct GroupConfig {
     /// The group log is checkpointed when it grows past this (and past
     /// twice its size after the last checkpoint).
     pub log_checkpoint_bytes: u64,
+    /// How often a KIP-848 consumer group member heartbeats
+    /// (`group.consumer.heartbeat.interval.ms`).
+    pub consumer_heartbeat_interval: Duration,
+    /// How long such a member may stay silent
+    /// (`group.consumer.session.timeout.ms`).
+    pub consumer_session_timeout: Duration,
 }
 
 impl Default for GroupConfig {
@@ -28,6 +34,8 @@ impl Default for GroupConfig {
             max_session_timeout: Duration::from_millis(1_800_000),
             initial_rebalance_delay: Duration::from_millis(3_000),
             log_checkpoint_bytes: 8 << 20,
+            consumer_heartbeat_interval: Duration::from_millis(5_000),
+            consumer_session_timeout: Duration::from_millis(45_000),
         }
     }
 }
