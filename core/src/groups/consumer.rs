@@ -58,7 +58,14 @@ pub struct Member {
     pub epoch: i32,
     pub previous_epoch: i32,
     pub state: MemberState,
+    /// The topics it subscribes to: those it names and those its regular
+    /// expression matches now.
     pub subscribed: BTreeSet<String>,
+    /// The topics it names.
+    names: BTreeSet<String>,
+    /// Its regular expression (KIP-848's `SubscribedTopicRegex`), whole
+    /// topic names matched, as Kafka's RE2J `matches`.
+    pub regex: Option<(String, regex::Regex)>,
     pub assignor: Option<String>,
     pub rebalance_timeout_ms: i64,
     /// What the member owns, as the coordinator sees it.
@@ -84,6 +91,8 @@ pub struct Heartbeat {
     pub rack_id: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub subscribed: Option<Vec<String>>,
+    /// `Some("")` drops the member's regular expression.
+    pub regex: Option<String>,
     pub assignor: Option<String>,
     /// What the member says it owns.
     pub owned: Option<BTreeSet<Tp>>,
@@ -187,13 +196,12 @@ impl ConsumerGroup {
         }
     }
 
-    /// One heartbeat. `partitions` says how many partitions a topic has
-    /// (`None`: no such topic); `new_member_id` is used when a v0 client
-    /// joins without an id.
+    /// One heartbeat. `topics`: every topic and its partition count;
+    /// `new_member_id` is used when a v0 client joins without an id.
     pub fn heartbeat(
         &mut self,
         hb: Heartbeat,
-        partitions: &dyn Fn(&str) -> Option<i32>,
+        topics: &BTreeMap<String, i32>,
         new_member_id: &mut dyn FnMut() -> String,
         now_ms: i64,
     ) -> Result<Answer, Refusal> {
@@ -210,6 +218,19 @@ impl ConsumerGroup {
             new_member_id()
         } else {
             hb.member_id.clone()
+        };
+        let regex = match hb.regex.as_deref() {
+            None => None,
+            Some("") => Some(None),
+            Some(r) => match regex::Regex::new(&format!("^(?:{r})$")) {
+                Ok(re) => Some(Some((r.to_string(), re))),
+                Err(e) => {
+                    return Err((
+                        ErrorCode::InvalidRegularExpression,
+                        format!("SubscribedTopicRegex {r} is not a valid regular expression: {e}"),
+                    ))
+                }
+            },
         };
         if let Some(a) = hb.assignor.as_deref() {
             if !ASSIGNORS.contains(&a) {
@@ -260,11 +281,10 @@ impl ConsumerGroup {
                 m.rebalance_timeout_ms = hb.rebalance_timeout_ms as i64;
             }
             if let Some(s) = &hb.subscribed {
-                let s: BTreeSet<String> = s.iter().cloned().collect();
-                if s != m.subscribed {
-                    m.subscribed = s;
-                    bump = true;
-                }
+                m.names = s.iter().cloned().collect();
+            }
+            if let Some(r) = regex {
+                m.regex = r;
             }
             if hb.assignor.is_some() && hb.assignor != m.assignor {
                 m.assignor = hb.assignor.clone();
@@ -274,7 +294,19 @@ impl ConsumerGroup {
                 m.rack_id = hb.rack_id.clone();
             }
         }
-        let seen = self.subscribed_partitions(partitions);
+        // Subscriptions as the topics are now (a new topic may match a
+        // member's regular expression).
+        for m in self.members.values_mut() {
+            let mut now: BTreeSet<String> = m.names.clone();
+            if let Some((_, re)) = &m.regex {
+                now.extend(topics.keys().filter(|t| re.is_match(t)).cloned());
+            }
+            if now != m.subscribed {
+                m.subscribed = now;
+                bump = true;
+            }
+        }
+        let seen = self.subscribed_partitions(topics);
         if seen != self.topics_seen {
             bump = true;
         }
@@ -349,6 +381,8 @@ impl ConsumerGroup {
                 previous_epoch: -1,
                 state: MemberState::Stable,
                 subscribed: BTreeSet::new(),
+                names: BTreeSet::new(),
+                regex: None,
                 assignor: None,
                 rebalance_timeout_ms: hb.rebalance_timeout_ms.max(1) as i64,
                 assigned: BTreeSet::new(),
@@ -419,15 +453,12 @@ impl ConsumerGroup {
     }
 
     /// Subscribed topics and their partition counts, as they are now.
-    fn subscribed_partitions(
-        &self,
-        partitions: &dyn Fn(&str) -> Option<i32>,
-    ) -> BTreeMap<String, i32> {
+    fn subscribed_partitions(&self, topics: &BTreeMap<String, i32>) -> BTreeMap<String, i32> {
         let mut out = BTreeMap::new();
         for m in self.members.values() {
             for t in &m.subscribed {
-                if let Some(n) = partitions(t) {
-                    out.insert(t.clone(), n);
+                if let Some(n) = topics.get(t) {
+                    out.insert(t.clone(), *n);
                 }
             }
         }
@@ -615,12 +646,13 @@ fn range(
 mod tests {
     use super::*;
 
-    fn topics(name: &str) -> Option<i32> {
-        match name {
-            "t" => Some(4),
-            "u" => Some(2),
-            _ => None,
-        }
+    fn topics() -> BTreeMap<String, i32> {
+        [
+            ("t".to_string(), 4),
+            ("u".to_string(), 2),
+            ("other".to_string(), 1),
+        ]
+        .into()
     }
 
     fn join(g: &mut ConsumerGroup, id: &str, subs: &[&str], now: i64) -> Answer {
@@ -633,7 +665,7 @@ mod tests {
                 owned: Some(BTreeSet::new()),
                 ..Default::default()
             },
-            &topics,
+            &topics(),
             &mut || unreachable!("ids are the client's"),
             now,
         )
@@ -654,7 +686,7 @@ mod tests {
                 owned: Some(owned.clone()),
                 ..Default::default()
             },
-            &topics,
+            &topics(),
             &mut || unreachable!(),
             now,
         )
@@ -743,9 +775,9 @@ mod tests {
             owned: Some(BTreeSet::new()),
             ..Default::default()
         };
-        g.heartbeat(hb("a"), &topics, &mut || unreachable!(), 0)
+        g.heartbeat(hb("a"), &topics(), &mut || unreachable!(), 0)
             .unwrap();
-        g.heartbeat(hb("b"), &topics, &mut || unreachable!(), 0)
+        g.heartbeat(hb("b"), &topics(), &mut || unreachable!(), 0)
             .unwrap();
         assert_eq!(g.assignor(), "range");
         let want_a: BTreeSet<Tp> = [("t".into(), 0), ("t".into(), 1), ("u".into(), 0)].into();
@@ -755,11 +787,59 @@ mod tests {
                 assignor: Some("fancy".into()),
                 ..hb("c")
             },
-            &topics,
+            &topics(),
             &mut || unreachable!(),
             0,
         );
         assert_eq!(refused.unwrap_err().0, ErrorCode::UnsupportedAssignor);
+    }
+
+    /// A regular expression subscribes to whole topic names that match it,
+    /// the topics made later too; an invalid one is refused.
+    #[test]
+    fn a_regular_expression_follows_the_topics() {
+        let mut g = ConsumerGroup::new(45_000);
+        let hb = Heartbeat {
+            member_id: "a".into(),
+            epoch: JOIN,
+            rebalance_timeout_ms: 1_000,
+            subscribed: Some(vec![]),
+            regex: Some("t|u".into()),
+            owned: Some(BTreeSet::new()),
+            ..Default::default()
+        };
+        let a = g
+            .heartbeat(hb.clone(), &topics(), &mut || unreachable!(), 0)
+            .unwrap();
+        assert_eq!(a.assignment.unwrap().len(), 6);
+        let mut more = topics();
+        more.insert("u".into(), 3);
+        more.insert("tt".into(), 1);
+        let owned: BTreeSet<Tp> = g.members["a"].assigned.clone();
+        let again = g
+            .heartbeat(
+                Heartbeat {
+                    epoch: a.epoch,
+                    regex: None,
+                    subscribed: None,
+                    owned: Some(owned),
+                    ..hb.clone()
+                },
+                &more,
+                &mut || unreachable!(),
+                1,
+            )
+            .unwrap();
+        // "tt" does not match the whole of "t|u"; u's new partition does.
+        assert_eq!(again.epoch, a.epoch + 1);
+        assert_eq!(again.assignment.unwrap().len(), 7);
+        let bad = Heartbeat {
+            member_id: "b".into(),
+            regex: Some("(".into()),
+            ..hb
+        };
+        let refused = g.heartbeat(bad, &topics(), &mut || unreachable!(), 2);
+        assert_eq!(refused.unwrap_err().0, ErrorCode::InvalidRegularExpression);
     }
 
     /// A static member that leaves for now (-2) and comes back with a new
@@ -777,13 +857,13 @@ mod tests {
             ..Default::default()
         };
         let a = g
-            .heartbeat(hb("a", JOIN), &topics, &mut || unreachable!(), 0)
+            .heartbeat(hb("a", JOIN), &topics(), &mut || unreachable!(), 0)
             .unwrap();
         let epoch = g.epoch;
-        g.heartbeat(hb("a", LEAVE_STATIC), &topics, &mut || unreachable!(), 10)
+        g.heartbeat(hb("a", LEAVE_STATIC), &topics(), &mut || unreachable!(), 10)
             .unwrap();
         let back = g
-            .heartbeat(hb("a2", JOIN), &topics, &mut || unreachable!(), 20)
+            .heartbeat(hb("a2", JOIN), &topics(), &mut || unreachable!(), 20)
             .unwrap();
         assert_eq!(back.assignment, a.assignment);
         assert_eq!((g.epoch, back.epoch), (epoch, a.epoch));

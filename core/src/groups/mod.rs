@@ -536,10 +536,14 @@ impl Coordinator {
         let c = g
             .consumer
             .get_or_insert_with(|| consumer::ConsumerGroup::new(session));
-        let partitions = |t: &str| catalog.topic(t).map(|m| m.partitions());
+        let topics: BTreeMap<String, i32> = catalog
+            .topics
+            .values()
+            .map(|m| (m.name.clone(), m.partitions()))
+            .collect();
         c.heartbeat(
             hb,
-            &partitions,
+            &topics,
             &mut || uuid::Uuid::new_v4().to_string(),
             now_ms(),
         )

@@ -81,6 +81,7 @@ pub async fn handle(
                         .with_member_epoch(m.epoch)
                         .with_client_id(str(&m.client_id))
                         .with_client_host(str(&m.client_host))
+                        .with_subscribed_topic_regex(m.regex.as_ref().map(|(r, _)| str(r)))
                         .with_subscribed_topic_names(
                             m.subscribed.iter().map(|t| TopicName(str(t))).collect(),
                         )

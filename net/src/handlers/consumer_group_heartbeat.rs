@@ -2,9 +2,9 @@
 //! of the new protocol joins, heartbeats, reports what it owns and leaves;
 //! the coordinator answers its epoch and, when it changed, the partitions
 //! it should own (by topic id). The group's state machine is
-//! `weir_core::groups::consumer`. v1 lets the client choose its member id;
-//! a regular-expression subscription (v1) is not served yet and is refused
-//! with INVALID_REQUEST, saying so.
+//! `weir_core::groups::consumer`. v1 lets the client choose its member id
+//! and subscribe with a regular expression (matched against whole topic
+//! names; an invalid one is INVALID_REGULAR_EXPRESSION).
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -37,17 +37,6 @@ pub async fn handle(
         let why = format!("{} may not read group {group:?}", caller.principal);
         return refuse(ErrorCode::GroupAuthorizationFailed, why);
     }
-    if req
-        .subscribed_topic_regex
-        .as_ref()
-        .is_some_and(|r| !r.is_empty())
-    {
-        return refuse(
-            ErrorCode::InvalidRequest,
-            "a regular-expression subscription is not served by this node: subscribe to topic names"
-                .to_string(),
-        );
-    }
     let catalog = shard.catalog();
     // Owned partitions come by topic id; a topic deleted meanwhile is
     // simply not owned any more.
@@ -67,6 +56,7 @@ pub async fn handle(
             .subscribed_topic_names
             .as_ref()
             .map(|ts| ts.iter().map(|t| t.0.to_string()).collect()),
+        regex: req.subscribed_topic_regex.as_ref().map(|r| r.to_string()),
         assignor: req
             .server_assignor
             .as_ref()

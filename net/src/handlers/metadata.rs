@@ -48,9 +48,11 @@ pub async fn handle(
             let mut missing = Vec::new();
             for t in &list {
                 let catalog = shard.catalog();
+                // By id when no name is given: null, or "" as the Java
+                // client sends it (its default) when it asks by id.
                 let found = match &t.name {
-                    Some(n) => catalog.topic(n),
-                    None => catalog.topic_by_id(t.topic_id.as_bytes()),
+                    Some(n) if !n.is_empty() || t.topic_id.is_nil() => catalog.topic(n),
+                    _ => catalog.topic_by_id(t.topic_id.as_bytes()),
                 };
                 match (found, &t.name) {
                     (Some(m), _) if !may(Operation::Describe, &m.name) => topics.push(
@@ -60,7 +62,7 @@ pub async fn handle(
                             .with_topic_id(t.topic_id),
                     ),
                     (Some(m), _) => topics.push(topic_entry(m, node)),
-                    (None, Some(n)) if auto && caller.may_create(shard, n) => {
+                    (None, Some(n)) if auto && !n.is_empty() && caller.may_create(shard, n) => {
                         missing.push(n.0.to_string())
                     }
                     (None, name) => topics.push(

@@ -116,8 +116,11 @@ class ConsumerProtocolTest {
             assertEquals(b.assignment(), given);
 
             // Every record read between them (some while the group
-            // settled), and committed.
-            pollUntil(List.of(a, b), () -> seen.size() == 100, "100 records read");
+            // settled), each member at the end of what it owns, committed.
+            pollUntil(List.of(a, b), () -> seen.size() == 100
+                    && a.assignment().stream().allMatch(tp -> a.position(tp) == 25)
+                    && b.assignment().stream().allMatch(tp -> b.position(tp) == 25),
+                    "100 records read, both members at the end");
             a.commitSync();
             b.commitSync();
 
@@ -138,6 +141,22 @@ class ConsumerProtocolTest {
             // b leaves: a gets everything back.
             b.close();
             pollUntil(List.of(a), () -> a.assignment().size() == 4, "a owns all 4 again");
+        }
+    }
+
+    @Test
+    void aPatternSubscriptionFollowsTheTopics() throws Exception {
+        admin.createTopics(List.of(new NewTopic("rx-a", 2, (short) 1), new NewTopic("rx-b", 1, (short) 1),
+                new NewTopic("other-rx", 1, (short) 1))).all().get();
+        try (var c = consumer("kip848-rx-g", "uniform")) {
+            // Resolved by the node (KIP-848's SubscriptionPattern), not by
+            // the client from its metadata as a java.util.regex.Pattern is.
+            c.subscribe(new org.apache.kafka.clients.consumer.SubscriptionPattern("rx-.*"));
+            pollUntil(List.of(c), () -> c.assignment().size() == 3, "the 3 partitions of rx-a and rx-b");
+            assertTrue(c.assignment().stream().allMatch(tp -> tp.topic().startsWith("rx-")));
+            // A topic made later that matches joins the subscription.
+            admin.createTopics(List.of(new NewTopic("rx-c", 2, (short) 1))).all().get();
+            pollUntil(List.of(c), () -> c.assignment().size() == 5, "rx-c's partitions too");
         }
     }
 
