@@ -538,35 +538,48 @@ impl Member {
     }
 }
 
-/// Every partition of the subscribed topics spread evenly over the members
-/// subscribing to them, each keeping what it had where the balance allows
-/// (Kafka's sticky `uniform` assignor, in its simple form).
+/// An empty assignment for every member.
+fn nothing(members: &BTreeMap<String, Member>) -> BTreeMap<String, BTreeSet<Tp>> {
+    members
+        .keys()
+        .map(|m| (m.clone(), BTreeSet::new()))
+        .collect()
+}
+
+/// The members subscribing to `topic`, in member id order.
+fn subscribers<'a>(members: &'a BTreeMap<String, Member>, topic: &str) -> Vec<&'a String> {
+    members
+        .values()
+        .filter(|m| m.subscribed.contains(topic))
+        .map(|m| &m.id)
+        .collect()
+}
+
+/// Each topic's partitions spread evenly over the members subscribing to
+/// it, each keeping what it had where the balance allows (Kafka's sticky
+/// `uniform` assignor, in its simple form: balanced topic by topic).
 fn uniform(
     members: &BTreeMap<String, Member>,
     topics: &BTreeMap<String, i32>,
     previous: &BTreeMap<String, BTreeSet<Tp>>,
 ) -> BTreeMap<String, BTreeSet<Tp>> {
-    let mut out: BTreeMap<String, BTreeSet<Tp>> = members
-        .keys()
-        .map(|m| (m.clone(), BTreeSet::new()))
-        .collect();
+    let mut out = nothing(members);
     for (topic, n) in topics {
-        let subs: Vec<&String> = members
-            .values()
-            .filter(|m| m.subscribed.contains(topic))
-            .map(|m| &m.id)
-            .collect();
+        let subs = subscribers(members, topic);
         if subs.is_empty() {
             continue;
         }
-        let count = |out: &BTreeMap<String, BTreeSet<Tp>>, m: &String| out[m].len();
+        // A member's partitions of this topic.
+        let count = |out: &BTreeMap<String, BTreeSet<Tp>>, m: &str| {
+            out[m].iter().filter(|t| &t.0 == topic).count()
+        };
         let quota = (*n as usize).div_ceil(subs.len());
         let mut unassigned = Vec::new();
         for p in 0..*n {
             let tp = (topic.clone(), p);
             let keeper = subs.iter().find(|m| {
                 previous.get(m.as_str()).is_some_and(|s| s.contains(&tp))
-                    && out[m.as_str()].iter().filter(|t| &t.0 == topic).count() < quota
+                    && count(&out, m.as_str()) < quota
             });
             match keeper {
                 Some(m) => {
@@ -578,28 +591,27 @@ fn uniform(
         for tp in unassigned {
             let least = subs
                 .iter()
-                .min_by_key(|m| (count(&out, m), m.as_str()))
+                .min_by_key(|m| (count(&out, m.as_str()), m.as_str()))
                 .expect("a subscriber");
             out.get_mut(least.as_str()).expect("member").insert(tp);
         }
-        // Even out what stickiness left uneven.
+        // Even out what stickiness left uneven: the most loaded member
+        // always holds a partition of this topic to give.
         loop {
-            let most = subs
+            let most = *subs
                 .iter()
-                .max_by_key(|m| (count(&out, m), m.as_str()))
-                .expect("one");
-            let least = subs
+                .max_by_key(|m| (count(&out, m.as_str()), m.as_str()))
+                .expect("a subscriber");
+            let least = *subs
                 .iter()
-                .min_by_key(|m| (count(&out, m), m.as_str()))
-                .expect("one");
+                .min_by_key(|m| (count(&out, m.as_str()), m.as_str()))
+                .expect("a subscriber");
             if count(&out, most) <= count(&out, least) + 1 {
                 break;
             }
-            let moved = out[most.as_str()]
-                .iter()
-                .rfind(|t| &t.0 == topic)
-                .cloned()
-                .expect("a partition");
+            let Some(moved) = out[most.as_str()].iter().rfind(|t| &t.0 == topic).cloned() else {
+                break;
+            };
             out.get_mut(most.as_str()).expect("member").remove(&moved);
             out.get_mut(least.as_str()).expect("member").insert(moved);
         }
@@ -614,16 +626,9 @@ fn range(
     members: &BTreeMap<String, Member>,
     topics: &BTreeMap<String, i32>,
 ) -> BTreeMap<String, BTreeSet<Tp>> {
-    let mut out: BTreeMap<String, BTreeSet<Tp>> = members
-        .keys()
-        .map(|m| (m.clone(), BTreeSet::new()))
-        .collect();
+    let mut out = nothing(members);
     for (topic, n) in topics {
-        let subs: Vec<&String> = members
-            .values()
-            .filter(|m| m.subscribed.contains(topic))
-            .map(|m| &m.id)
-            .collect();
+        let subs = subscribers(members, topic);
         if subs.is_empty() {
             continue;
         }
@@ -792,6 +797,42 @@ mod tests {
             0,
         );
         assert_eq!(refused.unwrap_err().0, ErrorCode::UnsupportedAssignor);
+    }
+
+    /// Members subscribing to different topics: each topic is balanced
+    /// over its own subscribers (a member loaded with another topic's
+    /// partitions is not asked for this topic's).
+    #[test]
+    fn uniform_balances_each_topic_over_its_subscribers() {
+        let mut g = ConsumerGroup::new(45_000);
+        let hb = |id: &str, subs: &[&str]| Heartbeat {
+            member_id: id.into(),
+            epoch: JOIN,
+            rebalance_timeout_ms: 1_000,
+            subscribed: Some(subs.iter().map(|s| s.to_string()).collect()),
+            owned: Some(BTreeSet::new()),
+            ..Default::default()
+        };
+        g.heartbeat(
+            hb("a", &["t", "other"]),
+            &topics(),
+            &mut || unreachable!(),
+            0,
+        )
+        .unwrap();
+        g.heartbeat(
+            hb("b", &["other", "u"]),
+            &topics(),
+            &mut || unreachable!(),
+            0,
+        )
+        .unwrap();
+        g.heartbeat(hb("c", &["u"]), &topics(), &mut || unreachable!(), 0)
+            .unwrap();
+        let of = |m: &str, t: &str| g.target[m].iter().filter(|p| p.0 == t).count();
+        assert_eq!((of("a", "t"), of("b", "t"), of("c", "t")), (4, 0, 0));
+        assert_eq!(of("a", "other") + of("b", "other"), 1);
+        assert_eq!((of("b", "u"), of("c", "u")), (1, 1));
     }
 
     /// A regular expression subscribes to whole topic names that match it,

@@ -36,27 +36,10 @@ import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.GroupIdNotFoundException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Kafka's AdminClient against one node. */
-class AdminTest {
-    static WeirNode node;
-    static Admin admin;
-
-    @BeforeAll
-    static void start() throws Exception {
-        node = WeirNode.start();
-        admin = Admin.create(node.props());
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        admin.close();
-        node.close();
-    }
-
+class AdminTest extends OneNode {
     static KafkaProducer<String, String> producer(Object... more) {
         var p = node.props(more);
         p.put("key.serializer", StringSerializer.class.getName());

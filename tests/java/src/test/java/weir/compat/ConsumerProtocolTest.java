@@ -78,15 +78,7 @@ class ConsumerProtocolTest {
     static final Set<String> seen = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     static void pollUntil(List<KafkaConsumer<String, String>> cs, BooleanSupplier done, String what) {
-        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-        while (!done.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("not within 60 s: " + what + "\n" + node.log());
-            }
-            for (var c : cs) {
-                c.poll(Duration.ofMillis(100)).forEach(r -> seen.add(r.value()));
-            }
-        }
+        Wait.polling(cs, done, what, r -> seen.add(r.value()));
     }
 
     @Test

@@ -10,7 +10,6 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -23,27 +22,10 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** KafkaConsumer: groups with both kinds of assignor, static members, seeks. */
-class ConsumerTest {
-    static WeirNode node;
-    static Admin admin;
-
-    @BeforeAll
-    static void start() throws Exception {
-        node = WeirNode.start();
-        admin = Admin.create(node.props());
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        admin.close();
-        node.close();
-    }
-
+class ConsumerTest extends OneNode {
     static void topic(String name, int partitions) throws Exception {
         admin.createTopics(List.of(new NewTopic(name, partitions, (short) 1))).all().get();
     }
@@ -78,18 +60,9 @@ class ConsumerTest {
         }
     }
 
-    /** Polls every consumer in turn until `done` holds. */
     static void pollUntil(List<KafkaConsumer<String, String>> cs, java.util.function.BooleanSupplier done,
             String what) {
-        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-        while (!done.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("not within 60 s: " + what);
-            }
-            for (var c : cs) {
-                c.poll(Duration.ofMillis(100));
-            }
-        }
+        Wait.polling(cs, done, what, r -> { });
     }
 
     @Test

@@ -14,7 +14,6 @@ import java.util.Properties;
 import java.util.Random;
 import java.util.Set;
 import java.util.stream.Collectors;
-import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -29,8 +28,6 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -39,22 +36,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * compacted changelog topic, and output counts, at least once and exactly
  * once (transactions, read_committed).
  */
-class StreamsTest {
-    static WeirNode node;
-    static Admin admin;
-
-    @BeforeAll
-    static void start() throws Exception {
-        node = WeirNode.start();
-        admin = Admin.create(node.props());
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        admin.close();
-        node.close();
-    }
-
+class StreamsTest extends OneNode {
     @ParameterizedTest
     @ValueSource(strings = {"at_least_once", "exactly_once_v2"})
     void wordCount(String guarantee) throws Exception {
