@@ -34,6 +34,11 @@ pub struct TopicConfig {
     /// `CreateTime`).
     #[serde(default)]
     pub log_append_time: bool,
+    /// Which configs the topic set itself (bit `i`: `CONFIG_NAMES[i]`),
+    /// even to their default values: DescribeConfigs reports those as the
+    /// topic's own, as Kafka does (absent from older catalogs: none).
+    #[serde(default)]
+    pub explicit: u8,
 }
 
 /// Kafka's `cleanup.policy`. Old segments go by retention under `delete`
@@ -84,6 +89,7 @@ impl Default for TopicConfig {
             segment_ms: 7 * 24 * 3600 * 1000,
             cleanup_policy: CleanupPolicy::Delete,
             log_append_time: false,
+            explicit: 0,
         }
     }
 }
@@ -100,8 +106,27 @@ pub const CONFIG_NAMES: [&str; 7] = [
 ];
 
 impl TopicConfig {
-    /// Sets one config from its Kafka name and text value.
+    /// Sets one config from its Kafka name and text value: the topic's own
+    /// from then on.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), KafkaError> {
+        self.assign(name, value)?;
+        self.explicit |= Self::bit(name);
+        Ok(())
+    }
+
+    /// Whether the topic set `name` itself (else it has the default).
+    pub fn is_set(&self, name: &str) -> bool {
+        self.explicit & Self::bit(name) != 0
+    }
+
+    fn bit(name: &str) -> u8 {
+        CONFIG_NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map_or(0, |i| 1 << i)
+    }
+
+    fn assign(&mut self, name: &str, value: &str) -> Result<(), KafkaError> {
         let bad = || {
             KafkaError::new(
                 ErrorCode::InvalidConfig,
@@ -148,7 +173,7 @@ impl TopicConfig {
         Ok(())
     }
 
-    /// Puts one config back to its default.
+    /// Puts one config back to its default (no longer the topic's own).
     pub fn reset(&mut self, name: &str) -> Result<(), KafkaError> {
         let default = TopicConfig::default().get(name).ok_or_else(|| {
             KafkaError::new(
@@ -156,7 +181,9 @@ impl TopicConfig {
                 format!("unknown topic config {name}"),
             )
         })?;
-        self.set(name, &default)
+        self.assign(name, &default)?;
+        self.explicit &= !Self::bit(name);
+        Ok(())
     }
 
     /// The value of a config by its Kafka name.

@@ -137,6 +137,9 @@ func startNodeOnce(bin string) (*node, error) {
 		"--group-initial-rebalance-delay-ms", "0",
 	)
 	n.cmd.Stdout = io.Discard
+	// If the test binary dies without stopping the node (a -timeout
+	// panic, a kill), the kernel kills the node too.
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := n.cmd.StderrPipe()
 	if err != nil {
 		return nil, err

@@ -54,8 +54,6 @@ func TestTxnOffsetCommitKIP848Member(t *testing.T) {
 		if resp.Assignment == nil || len(resp.Assignment.Topics) == 0 {
 			return fmt.Errorf("epoch %d, no assignment yet", epoch)
 		}
-		// Acknowledge the assignment, as a client does, in the
-		// next heartbeat.
 		return nil
 	})
 	t.Logf("member %s at epoch %d", memberID, epoch)

@@ -152,7 +152,8 @@ func groupTransactSession(t *testing.T, groupOpts ...kgo.Opt) {
 	defer sess.Close()
 
 	aborted := false
-	processed := 0 // records copied in committed transactions
+	processed := 0   // records copied in committed transactions
+	uncommitted := 0 // transactions in a row that wanted to commit and did not
 	for processed < n {
 		fs := sess.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -199,9 +200,16 @@ func groupTransactSession(t *testing.T, groupOpts ...kgo.Opt) {
 		if !committed {
 			// A rebalance can abort a session's transaction; the
 			// records are then consumed again, as after our abort.
+			// With one member and no rebalance that is rare: ten in
+			// a row means the commit itself is refused.
+			uncommitted++
+			if uncommitted >= 10 {
+				t.Fatalf("%d transactions in a row did not commit (kgo aborts when TxnOffsetCommit answers an abortable error such as UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION)", uncommitted)
+			}
 			t.Logf("a transaction of %d records did not commit; they are redone", len(recs))
 			continue
 		}
+		uncommitted = 0
 		processed += len(recs)
 	}
 	if processed != n {

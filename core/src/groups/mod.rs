@@ -301,11 +301,7 @@ impl Coordinator {
                 groups.insert(group_id.to_string(), Group::new(group_id, Instant::now()));
             }
             let g = groups.get_mut(group_id).expect("group");
-            let check = match &g.consumer {
-                // KIP-848: the generation is the member's epoch.
-                Some(c) => c.check_commit(member_id, generation),
-                None => g.check_commit(member_id, instance_id, generation),
-            };
+            let check = member_may_commit(g, member_id, instance_id, generation);
             if check != ErrorCode::None {
                 return vec![check; offsets.len()];
             }
@@ -702,6 +698,21 @@ impl Coordinator {
         for log in self.logs.values() {
             log.close().await;
         }
+    }
+}
+
+/// Whether a member of `g` may commit offsets (OffsetCommit and
+/// TxnOffsetCommit alike): in a consumer group of the new protocol
+/// (KIP-848) the generation is the member's epoch.
+pub(crate) fn member_may_commit(
+    g: &Group,
+    member_id: &str,
+    instance_id: Option<&str>,
+    generation: i32,
+) -> ErrorCode {
+    match &g.consumer {
+        Some(c) => c.check_commit(member_id, generation),
+        None => g.check_commit(member_id, instance_id, generation),
     }
 }
 

@@ -240,7 +240,7 @@ impl Coordinator {
         if let Some((member_id, instance_id, generation)) = member {
             let groups = self.groups.borrow();
             if let Some(g) = groups.get(group_id) {
-                let check = g.check_commit(member_id, instance_id, generation);
+                let check = crate::groups::member_may_commit(g, member_id, instance_id, generation);
                 if check != ErrorCode::None {
                     return vec![check; offsets.len()];
                 }

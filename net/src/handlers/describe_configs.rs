@@ -75,11 +75,15 @@ pub fn handle(
                                 let value = t.config.get(n);
                                 DescribeConfigsResourceResult::default()
                                     .with_name(str(n))
-                                    .with_config_source(if value == defaults.get(n) {
-                                        SOURCE_DEFAULT
-                                    } else {
-                                        SOURCE_TOPIC
-                                    })
+                                    // The topic's own if it set it (even
+                                    // to the default value), as Kafka.
+                                    .with_config_source(
+                                        if t.config.is_set(n) || value != defaults.get(n) {
+                                            SOURCE_TOPIC
+                                        } else {
+                                            SOURCE_DEFAULT
+                                        },
+                                    )
                                     .with_config_type(match *n {
                                         "max.message.bytes" => TYPE_INT,
                                         "cleanup.policy" => TYPE_LIST,
