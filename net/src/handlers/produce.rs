@@ -39,15 +39,13 @@ pub async fn handle(
             )
         })
     });
-    let catalog = shard.catalog();
+    // Only v13 names topics by id (the catalog is not needed otherwise).
+    let catalog = (version >= 13).then(|| shard.catalog());
     let mut by = ByPartition::new();
     for t in req.topic_data {
-        let name = if version >= 13 {
-            catalog
-                .topic_by_id(t.topic_id.as_bytes())
-                .map(|m| m.name.clone())
-        } else {
-            Some(t.name.0.to_string())
+        let name = match &catalog {
+            Some(c) => c.topic_by_id(t.topic_id.as_bytes()).map(|m| m.name.clone()),
+            None => Some(t.name.0.to_string()),
         };
         let allowed = name
             .as_ref()

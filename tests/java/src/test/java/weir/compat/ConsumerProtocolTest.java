@@ -4,8 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.Collection;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -15,7 +13,6 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ListConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -60,19 +57,6 @@ class ConsumerProtocolTest {
         return new KafkaConsumer<>(p);
     }
 
-    static final class Listener implements ConsumerRebalanceListener {
-        final List<Set<TopicPartition>> revoked = new ArrayList<>();
-
-        @Override
-        public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
-            if (!partitions.isEmpty()) {
-                revoked.add(new HashSet<>(partitions));
-            }
-        }
-
-        @Override
-        public void onPartitionsAssigned(Collection<TopicPartition> partitions) {}
-    }
 
     /** Every record value any poll here returned. */
     static final Set<String> seen = java.util.concurrent.ConcurrentHashMap.newKeySet();
@@ -92,7 +76,7 @@ class ConsumerProtocolTest {
             }
             p.flush();
         }
-        var la = new Listener();
+        var la = new Rebalances();
         try (var a = consumer("kip848-g", "uniform"); var b = consumer("kip848-g", "uniform")) {
             a.subscribe(List.of("kip848"), la);
             pollUntil(List.of(a), () -> a.assignment().size() == 4, "a owns all 4");

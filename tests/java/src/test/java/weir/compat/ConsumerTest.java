@@ -5,13 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collection;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -44,21 +42,6 @@ class ConsumerTest extends OneNode {
         return new KafkaProducer<>(p);
     }
 
-    /** Records what a member was given and what it gave back, in order. */
-    static final class Listener implements ConsumerRebalanceListener {
-        final List<Set<TopicPartition>> revoked = new ArrayList<>();
-        final List<Set<TopicPartition>> assigned = new ArrayList<>();
-
-        @Override
-        public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
-            revoked.add(new HashSet<>(partitions));
-        }
-
-        @Override
-        public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
-            assigned.add(new HashSet<>(partitions));
-        }
-    }
 
     static void pollUntil(List<KafkaConsumer<String, String>> cs, java.util.function.BooleanSupplier done,
             String what) {
@@ -68,8 +51,8 @@ class ConsumerTest extends OneNode {
     @Test
     void cooperativeStickyMovesOnlyWhatChangesHands() throws Exception {
         topic("coop", 4);
-        var la = new Listener();
-        var lb = new Listener();
+        var la = new Rebalances();
+        var lb = new Rebalances();
         try (var a = consumer("group.id", "coop-g", "partition.assignment.strategy",
                 CooperativeStickyAssignor.class.getName());
              var b = consumer("group.id", "coop-g", "partition.assignment.strategy",
@@ -93,7 +76,7 @@ class ConsumerTest extends OneNode {
     @Test
     void rangeRebalancesEagerly() throws Exception {
         topic("range", 4);
-        var la = new Listener();
+        var la = new Rebalances();
         try (var a = consumer("group.id", "range-g", "partition.assignment.strategy",
                 RangeAssignor.class.getName());
              var b = consumer("group.id", "range-g", "partition.assignment.strategy",
@@ -116,7 +99,7 @@ class ConsumerTest extends OneNode {
     @Test
     void aStaticMemberComesBackToItsPartitionsWithoutARebalance() throws Exception {
         topic("static", 4);
-        var lb = new Listener();
+        var lb = new Rebalances();
         var a = consumer("group.id", "static-g", "group.instance.id", "member-a",
                 "session.timeout.ms", "30000");
         try (var b = consumer("group.id", "static-g", "group.instance.id", "member-b",
