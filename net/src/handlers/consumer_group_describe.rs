@@ -23,8 +23,7 @@ use super::{str, Caller};
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 1;
 
-/// READ, DELETE and DESCRIBE on a group (Kafka's AclOperation bits).
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+use super::describe_groups::GROUP_OPERATIONS;
 
 pub async fn handle(
     shard: &Rc<Shard>,

@@ -17,7 +17,7 @@ pub const MAX: i16 = 6;
 
 /// READ, DELETE and DESCRIBE on a group (Kafka's AclOperation bits): what
 /// every client may do on an unsecured node.
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+pub(crate) const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
 pub async fn handle(
     shard: &Rc<Shard>,
