@@ -95,7 +95,7 @@ struct ServeArgs {
     #[arg(long, default_value_t = 55 << 20)]
     fetch_max_bytes: usize,
     /// Bytes of recent batches each shard caches for tail reads.
-    #[arg(long, default_value_t = 256 << 20)]
+    #[arg(long, default_value_t = 64 << 20)]
     cache_bytes_per_shard: usize,
     /// Give freed memory back to the OS this many milliseconds after it is
     /// freed (by default it is kept for reuse: re-faulting it cost 15–30%

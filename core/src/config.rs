@@ -127,7 +127,7 @@ impl NodeConfig {
             fetch_max_bytes: 55 << 20,
             max_connections: 10_000,
             max_in_flight_per_connection: 64,
-            cache_bytes_per_shard: 256 << 20,
+            cache_bytes_per_shard: 64 << 20,
             sql_max_scan_bytes: 1 << 30,
             mesh_capacity: 1024,
             flushes_in_flight: 2,
