@@ -89,7 +89,19 @@ impl Partition {
                 ));
             }
         }
-        if let Some(schema) = schema {
+        if let Some(schema) = schema.filter(|s| s.keeps_records()) {
+            // A `_value` table keeps the records as produced, once each
+            // batch passes its checks (the whole request or nothing).
+            for (h, b) in &batches {
+                crate::table::check_records(
+                    &self.topic,
+                    schema,
+                    h,
+                    b,
+                    crate::table::MAX_DECOMPRESSED,
+                )?;
+            }
+        } else if let Some(schema) = schema {
             // A typed table stores rows: every record is converted (or the
             // whole request refused) before anything is appended.
             let now = now_ms();

@@ -25,8 +25,11 @@ pub struct Record {
     pub timestamp: i64,
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
-    pub headers: Vec<(String, Option<Bytes>)>,
+    pub headers: Vec<Header>,
 }
+
+/// A record header: its name and value (`None`: null).
+pub type Header = (String, Option<Bytes>);
 
 /// A record's key and value as `build_batch` takes them (`None`: null).
 pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
@@ -36,7 +39,7 @@ pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 pub fn build_batch(records: &[KeyValue<'_>], timestamp_ms: i64) -> Bytes {
     let stamped: Vec<_> = records
         .iter()
-        .map(|(k, v)| (timestamp_ms, *k, *v))
+        .map(|(k, v)| (timestamp_ms, *k, *v, &[][..]))
         .collect();
     build_stamped_batch(&stamped, &Producer::NONE)
 }
@@ -66,8 +69,9 @@ impl Producer {
     };
 }
 
-/// A record as `build_stamped_batch` takes it: (timestamp, key, value).
-pub type Stamped<'a> = (i64, Option<&'a [u8]>, Option<&'a [u8]>);
+/// A record as `build_stamped_batch` takes it: (timestamp, key, value,
+/// headers).
+pub type Stamped<'a> = (i64, Option<&'a [u8]>, Option<&'a [u8]>, &'a [Header]);
 
 /// The bytes `write_varlong` takes for `v`.
 fn varlong_len(v: i64) -> usize {
@@ -75,7 +79,7 @@ fn varlong_len(v: i64) -> usize {
     (64 - (z | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-/// Builds one uncompressed v2 batch of (timestamp, key, value) records,
+/// Builds one uncompressed v2 batch of (timestamp, key, value, headers) records,
 /// written once into a buffer of its exact size (a typed table builds one
 /// per produced batch: growing the body and copying each record and then
 /// the body were ~5% of typed-table ingest).
@@ -87,13 +91,19 @@ pub fn build_stamped_batch(records: &[Stamped<'_>], producer: &Producer) -> Byte
         Some(b) => varlong_len(b.len() as i64) + b.len(),
         None => varlong_len(-1),
     };
-    // attributes, timestamp delta, offset delta, key, value, header count
-    let record_len = |i: usize, (ts, key, value): &Stamped<'_>| {
+    // attributes, timestamp delta, offset delta, key, value, headers
+    let record_len = |i: usize, (ts, key, value, headers): &Stamped<'_>| {
         1 + varlong_len(ts - base_ts)
             + varlong_len(i as i64)
             + field_len(key)
             + field_len(value)
-            + varlong_len(0)
+            + varlong_len(headers.len() as i64)
+            + headers
+                .iter()
+                .map(|(name, v)| {
+                    varlong_len(name.len() as i64) + name.len() + field_len(&v.as_deref())
+                })
+                .sum::<usize>()
     };
     let body_len: usize = records
         .iter()
@@ -129,21 +139,25 @@ pub fn build_stamped_batch(records: &[Stamped<'_>], producer: &Producer) -> Byte
     b.put_i32(producer.base_sequence);
     b.put_i32(n);
     for (i, r) in records.iter().enumerate() {
-        let (ts, key, value) = r;
+        let (ts, key, value, headers) = r;
         write_varlong(&mut b, record_len(i, r) as i64);
         b.put_u8(0); // attributes
         write_varlong(&mut b, ts - base_ts);
         write_varlong(&mut b, i as i64); // offset delta
-        for field in [key, value] {
-            match field {
-                Some(f) => {
-                    write_varlong(&mut b, f.len() as i64);
-                    b.put_slice(f);
-                }
-                None => write_varlong(&mut b, -1),
+        let field = |b: &mut BytesMut, f: Option<&[u8]>| match f {
+            Some(f) => {
+                write_varlong(b, f.len() as i64);
+                b.put_slice(f);
             }
+            None => write_varlong(b, -1),
+        };
+        field(&mut b, *key);
+        field(&mut b, *value);
+        write_varlong(&mut b, headers.len() as i64);
+        for (name, v) in headers.iter() {
+            field(&mut b, Some(name.as_bytes()));
+            field(&mut b, v.as_deref());
         }
-        write_varlong(&mut b, 0); // headers
     }
     assert_eq!(b.len(), HEADER_LEN + body_len, "batch size as computed");
     let crc = crc32c::crc32c(&b[21..]);
@@ -173,7 +187,7 @@ pub fn build_marker_batch(
         transactional: true,
         control: true,
     };
-    build_stamped_batch(&[(timestamp_ms, Some(&key), Some(&value))], &producer)
+    build_stamped_batch(&[(timestamp_ms, Some(&key), Some(&value), &[])], &producer)
 }
 
 /// The records of one uncompressed batch (`batch` holds exactly it).
@@ -345,8 +359,10 @@ mod tests {
     #[test]
     fn the_record_at_a_time_is_found_in_any_batch() {
         let stamps = [100, 500, 200, 300];
-        let records: Vec<Stamped<'_>> =
-            stamps.iter().map(|t| (*t, None, Some(&b"v"[..]))).collect();
+        let records: Vec<Stamped<'_>> = stamps
+            .iter()
+            .map(|t| (*t, None, Some(&b"v"[..]), &[][..]))
+            .collect();
         let plain = build_stamped_batch(&records, &Producer::NONE);
         let zstd = zstd_batch(&plain);
         for batch in [&plain[..], &zstd[..]] {
@@ -426,12 +442,15 @@ mod tests {
         assert_eq!(recs[2].timestamp, 1234);
     }
 
-    type Rec = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
+    type Rec = (i64, Option<Vec<u8>>, Option<Vec<u8>>, Vec<Header>);
 
     fn any_record() -> impl proptest::strategy::Strategy<Value = Rec> {
         use proptest::prelude::*;
         let field = proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300));
-        (0i64..1 << 50, field.clone(), field)
+        let header = ("[a-z.]{0,20}", field.clone())
+            .prop_map(|(name, v): (String, Option<Vec<u8>>)| (name, v.map(Bytes::from)));
+        let headers = proptest::collection::vec(header, 0..4);
+        (0i64..1 << 50, field.clone(), field, headers)
     }
 
     proptest::proptest! {
@@ -442,7 +461,7 @@ mod tests {
         fn stamped_batches_read_back(records in proptest::collection::vec(any_record(), 1..40)) {
             let stamped: Vec<Stamped<'_>> = records
                 .iter()
-                .map(|(ts, k, v)| (*ts, k.as_deref(), v.as_deref()))
+                .map(|(ts, k, v, hs)| (*ts, k.as_deref(), v.as_deref(), &hs[..]))
                 .collect();
             let batch = build_stamped_batch(&stamped, &Producer::NONE);
             let parts = crate::batch::split_produced(&batch).expect("a valid batch");
@@ -452,10 +471,11 @@ mod tests {
             proptest::prop_assert!(crate::batch::crc_ok(b, h), "CRC-32C of the built batch");
             let got = read_records(b, h).expect("records");
             proptest::prop_assert_eq!(got.len(), records.len());
-            for (r, (ts, k, v)) in got.iter().zip(&records) {
+            for (r, (ts, k, v, hs)) in got.iter().zip(&records) {
                 proptest::prop_assert_eq!(r.timestamp, *ts);
                 proptest::prop_assert_eq!(r.key.as_deref(), k.as_deref());
                 proptest::prop_assert_eq!(r.value.as_deref(), v.as_deref());
+                proptest::prop_assert_eq!(&r.headers, hs);
             }
         }
     }

@@ -279,7 +279,7 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
         let type_text = def.data_type.to_string();
         let base = type_text.split('(').next().unwrap_or("").trim();
         let ty = ColumnType::parse(base)
-            .ok_or_else(|| format!("column {col_name}: type {type_text} is not supported (BIGINT, INT, SMALLINT, DOUBLE, REAL, BOOLEAN, VARCHAR, TEXT, TIMESTAMP, JSON)"))?;
+            .ok_or_else(|| format!("column {col_name}: type {type_text} is not supported (BIGINT, INT, SMALLINT, DOUBLE, REAL, BOOLEAN, VARCHAR, TEXT, TIMESTAMP, JSON, BYTES)"))?;
         let mut column = Column {
             name: col_name.clone(),
             ty,
@@ -326,6 +326,18 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
         if !columns.iter().any(|c| &c.name == k) {
             return Err(format!("PRIMARY KEY names {k}, which is not a column").into());
         }
+    }
+    // A `_value` table keeps records as produced: its rows are keyed by the
+    // records' keys or not at all (its other columns are always null).
+    if columns.iter().any(|c| c.name == "_value")
+        && !primary_key.is_empty()
+        && primary_key != ["_key"]
+    {
+        return Err(format!(
+            "a table with a _value column keeps records as produced and is keyed by their keys: its PRIMARY KEY can only be _key, not ({})",
+            primary_key.join(", ")
+        )
+        .into());
     }
     let mut partitions = 1;
     let mut configs = Vec::new();

@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-use super::scan::{each_record, typed_row, ScanError};
+use super::scan::{each_record, table_row, ScanError};
 use super::schema::TableSchema;
 use crate::by_partition::TopicPartition;
 use crate::partition::Partition;
@@ -73,9 +73,9 @@ impl KeyedTables {
                 return Ok(ControlFlow::Continue(()));
             }
             if let Some(k) = &r.key {
-                match &r.value {
-                    Some(v) => {
-                        st.rows.insert(k.to_vec(), (r.offset, typed_row(schema, v)));
+                match table_row(schema, r) {
+                    Some(row) => {
+                        st.rows.insert(k.to_vec(), (r.offset, row));
                     }
                     None => {
                         st.rows.remove(&k[..]);

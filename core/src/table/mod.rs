@@ -1,8 +1,10 @@
 //! Topics are tables. A topic made with CREATE TABLE has a schema
-//! ([`schema`]); each produced record is converted to a row ([`row`]) on
-//! the partition's owner before it is appended, so the log holds rows (a
-//! consumer reads them as JSON, a keyed table's deletes as tombstones) and
-//! SQL reads the same log ([`scan`]).
+//! ([`schema`]); each record produced into a JSON table is converted to a
+//! row ([`row`]) on the partition's owner before it is appended, so the log
+//! holds rows (a consumer reads them as JSON with the record's headers, a
+//! keyed table's deletes as tombstones) and SQL reads the same log
+//! ([`scan`]). A table with a `_value` column keeps the records as produced
+//! (checked, not converted) and makes rows as it reads them.
 
 pub mod keyed;
 pub mod row;
@@ -14,7 +16,7 @@ use weir_storage::batch::BatchHeader;
 use weir_storage::records::{batch_records, build_stamped_batch, Producer};
 
 use crate::error::{ErrorCode, KafkaError};
-use row::{to_row, Incoming, RowOp};
+use row::{check_record, to_row, Incoming, RowOp};
 use schema::TableSchema;
 
 /// The most a produce request into a typed table may decompress to, all
@@ -49,28 +51,12 @@ pub fn rows_batch(
             value: r.value.as_deref(),
             timestamp_ms: ts,
         };
+        // The record's headers go with its row.
         match to_row(schema, &incoming) {
-            Ok(RowOp::Row { key, row }) => out.push((ts, key, Some(row))),
-            Ok(RowOp::Delete { key }) => out.push((ts, Some(key), None)),
+            Ok(RowOp::Row { key, row }) => out.push((ts, key, Some(row), &r.headers[..])),
+            Ok(RowOp::Delete { key }) => out.push((ts, Some(key), None, &r.headers[..])),
             Ok(RowOp::Skip) => {}
-            Err(why) => {
-                // The start of the value goes to the log with the refusal
-                // (the produce handler logs it), not back to the client.
-                let value = match r.value.as_deref() {
-                    Some(v) => format!(
-                        "value {:?}",
-                        String::from_utf8_lossy(&v[..v.len().min(200)])
-                    ),
-                    None => "no value".to_string(),
-                };
-                let mut e = KafkaError::new(
-                    ErrorCode::InvalidRecord,
-                    format!("table {table}: record {i}: {why}"),
-                );
-                e.record_index = Some(i as i32);
-                e.detail = Some(value);
-                return Err(e);
-            }
+            Err(why) => return Err(refusal(table, i, r.value.as_deref(), why)),
         }
     }
     if out.is_empty() {
@@ -94,11 +80,60 @@ pub fn rows_batch(
     };
     let recs: Vec<_> = out
         .iter()
-        .map(|(ts, k, v)| (*ts, k.as_deref(), v.as_deref()))
+        .map(|(ts, k, v, headers)| (*ts, k.as_deref(), v.as_deref(), *headers))
         .collect();
     let bytes = build_stamped_batch(&recs, &producer);
     let header = BatchHeader::parse(&bytes).expect("a built batch");
     Ok(Some((header, bytes)))
+}
+
+/// Checks one batch produced into a table that keeps records (`_value`),
+/// which is stored as produced: any record that breaks NOT NULL (or has no
+/// key, in a keyed table) refuses it with INVALID_RECORD. A table whose
+/// records cannot break anything is not decompressed at all.
+pub fn check_records(
+    table: &str,
+    schema: &TableSchema,
+    h: &BatchHeader,
+    batch: &Bytes,
+    limit: usize,
+) -> Result<(), KafkaError> {
+    let constrained = schema.is_keyed() || schema.columns.iter().any(|c| c.not_null);
+    if !constrained {
+        return Ok(());
+    }
+    let records = batch_records(batch, h, limit)
+        .map_err(|e| KafkaError::new(ErrorCode::CorruptMessage, format!("table {table}: {e}")))?;
+    for (i, r) in records.iter().enumerate() {
+        let incoming = Incoming {
+            key: r.key.as_deref(),
+            value: r.value.as_deref(),
+            timestamp_ms: r.timestamp,
+        };
+        check_record(schema, &incoming)
+            .map_err(|why| refusal(table, i, r.value.as_deref(), why))?;
+    }
+    Ok(())
+}
+
+/// INVALID_RECORD for record `i` of a batch. The start of its value goes to
+/// the log with the refusal (the produce handler logs it), not back to the
+/// client.
+fn refusal(table: &str, i: usize, value: Option<&[u8]>, why: String) -> KafkaError {
+    let value = match value {
+        Some(v) => format!(
+            "value {:?}",
+            String::from_utf8_lossy(&v[..v.len().min(200)])
+        ),
+        None => "no value".to_string(),
+    };
+    let mut e = KafkaError::new(
+        ErrorCode::InvalidRecord,
+        format!("table {table}: record {i}: {why}"),
+    );
+    e.record_index = Some(i as i32);
+    e.detail = Some(value);
+    e
 }
 
 #[cfg(test)]
@@ -112,7 +147,10 @@ mod tests {
         let values: Vec<Vec<u8>> = (0..n)
             .map(|i| format!(r#"{{"n":{i}}}"#).into_bytes())
             .collect();
-        let recs: Vec<_> = values.iter().map(|v| (0i64, None, Some(&v[..]))).collect();
+        let recs: Vec<_> = values
+            .iter()
+            .map(|v| (0i64, None, Some(&v[..]), &[][..]))
+            .collect();
         let plain = build_stamped_batch(&recs, &Producer::NONE);
         let body = zstd::encode_all(&plain[HEADER_LEN..], 3).unwrap();
         let mut b = plain[..HEADER_LEN].to_vec();

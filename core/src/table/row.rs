@@ -1,13 +1,18 @@
 //! How a record becomes a row of a typed table (seed 000's table): a JSON
-//! object value by column name, `_key`/`_timestamp`/`_value` from the
-//! record, Debezium change events unwrapped, tombstones deleting keys.
+//! object value by column name, `_key`/`_timestamp` from the record,
+//! Debezium change events unwrapped, tombstones deleting keys.
 //!
 //! A stored row is a JSON object with every column, in table order; a keyed
-//! table's record key is the JSON object of its key columns.
+//! table's record key is the JSON object of its key columns. A table with a
+//! `_value` column is different: it keeps each record as produced (bytes,
+//! headers, compression), and its row is made from the record when it is
+//! read (`record_row`); a produce into it is only checked (`check_record`).
 
 use serde_json::Value;
 
-use super::schema::{format_timestamp, parse_timestamp, Column, ColumnType, TableSchema};
+use super::schema::{
+    bytes_value, format_timestamp, parse_bytes, parse_timestamp, Column, ColumnType, TableSchema,
+};
 
 /// What one produced record does to a table.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,25 +33,46 @@ pub struct Incoming<'a> {
     pub timestamp_ms: i64,
 }
 
-/// Converts one record; the error says why it is refused.
-pub fn to_row(schema: &TableSchema, r: &Incoming) -> Result<RowOp, String> {
-    let value = r.value.filter(|v| !v.is_empty());
-    if schema.has("_value") {
-        let Some(v) = value else {
-            return tombstone(schema, r.key);
-        };
-        let mut fields: Vec<(usize, Value)> = Vec::new();
-        for (i, c) in schema.columns.iter().enumerate() {
-            let v = match c.name.as_str() {
-                "_value" => Value::String(String::from_utf8_lossy(v).into_owned()),
-                "_key" => key_text(r.key),
+/// The row of a record in a table that keeps records (`_value`): `_value`,
+/// `_key` and `_timestamp` from the record, every other column null. `None`
+/// for a tombstone (a null or empty value), which is no row (and, in a keyed
+/// table, deletes its key).
+pub fn record_row(schema: &TableSchema, r: &Incoming) -> Option<Vec<Value>> {
+    let v = r.value.filter(|v| !v.is_empty())?;
+    Some(
+        schema
+            .columns
+            .iter()
+            .map(|c| match c.name.as_str() {
+                "_value" => bytes_value(c.ty, v),
+                "_key" => r.key.map_or(Value::Null, |k| bytes_value(c.ty, k)),
                 "_timestamp" => Value::String(format_timestamp(r.timestamp_ms)),
                 _ => Value::Null,
-            };
-            fields.push((i, v));
-        }
-        return finish(schema, fields.into_iter().map(|(_, v)| v).collect());
+            })
+            .collect(),
+    )
+}
+
+/// Checks a record produced into a table that keeps records (`_value`):
+/// the columns it fills must satisfy NOT NULL, and a keyed table's record
+/// needs a key. The error says why it is refused.
+pub fn check_record(schema: &TableSchema, r: &Incoming) -> Result<(), String> {
+    if schema.is_keyed() && r.key.is_none() {
+        return Err(format!(
+            "a record without a key cannot name its row: the table's key is {:?}",
+            schema.primary_key
+        ));
     }
+    match record_row(schema, r) {
+        Some(row) => check_not_null(schema, &row),
+        None => Ok(()),
+    }
+}
+
+/// Converts one record of a JSON table; the error says why it is refused.
+pub fn to_row(schema: &TableSchema, r: &Incoming) -> Result<RowOp, String> {
+    debug_assert!(!schema.keeps_records(), "a _value table keeps records");
+    let value = r.value.filter(|v| !v.is_empty());
     let Some(v) = value else {
         return tombstone(schema, r.key);
     };
@@ -95,7 +121,7 @@ pub fn to_row(schema: &TableSchema, r: &Incoming) -> Result<RowOp, String> {
     let mut row = Vec::with_capacity(schema.columns.len());
     for c in &schema.columns {
         let v = match c.name.as_str() {
-            "_key" => key_text(r.key),
+            "_key" => r.key.map_or(Value::Null, |k| bytes_value(c.ty, k)),
             "_timestamp" => Value::String(format_timestamp(r.timestamp_ms)),
             name => match obj.remove(name) {
                 Some(v) => convert(c, v)?,
@@ -129,13 +155,6 @@ fn debezium(obj: &serde_json::Map<String, Value>) -> Option<Event<'_>> {
         before: body.get("before"),
         after: body.get("after"),
     })
-}
-
-fn key_text(key: Option<&[u8]>) -> Value {
-    match key {
-        Some(k) => Value::String(String::from_utf8_lossy(k).into_owned()),
-        None => Value::Null,
-    }
 }
 
 fn preview(s: &str) -> String {
@@ -194,13 +213,19 @@ fn key_from_object(
     Ok(object_bytes(parts.iter().map(|(k, v)| (*k, v))))
 }
 
-/// Checks NOT NULL and builds the stored row (and key).
-fn finish(schema: &TableSchema, row: Vec<Value>) -> Result<RowOp, String> {
-    for (c, v) in schema.columns.iter().zip(&row) {
+/// Checks NOT NULL (key columns are NOT NULL whatever they say).
+fn check_not_null(schema: &TableSchema, row: &[Value]) -> Result<(), String> {
+    for (c, v) in schema.columns.iter().zip(row) {
         if v.is_null() && (c.not_null || schema.primary_key.contains(&c.name)) {
             return Err(format!("{} is NOT NULL", c.name));
         }
     }
+    Ok(())
+}
+
+/// Checks NOT NULL and builds the stored row (and key).
+fn finish(schema: &TableSchema, row: Vec<Value>) -> Result<RowOp, String> {
+    check_not_null(schema, &row)?;
     let key = schema.is_keyed().then(|| {
         object_bytes(
             schema
@@ -366,6 +391,17 @@ pub fn convert(c: &Column, v: Value) -> Result<Value, String> {
             Ok(Value::String(format_timestamp(ms)))
         }
         ColumnType::Json => Ok(v),
+        ColumnType::Bytes => match &v {
+            Value::String(s) => parse_bytes(s)
+                .map(|b| bytes_value(ColumnType::Bytes, &b))
+                .ok_or_else(|| {
+                    format!(
+                        "{}: BYTES are given as base64 (as Kafka Connect and Debezium write them) or as \\x and hex digits",
+                        fail()
+                    )
+                }),
+            _ => Err(fail()),
+        },
     }
 }
 
@@ -523,8 +559,8 @@ mod tests {
     }
 
     #[test]
-    fn raw_value_tables_keep_the_value() {
-        let s = TableSchema {
+    fn value_tables_make_rows_from_records() {
+        let mut s = TableSchema {
             columns: vec![
                 col("_key", ColumnType::Varchar),
                 col("_timestamp", ColumnType::Timestamp),
@@ -533,10 +569,53 @@ mod tests {
             ],
             primary_key: vec![],
         };
-        let (_, r) = row(to_row(&s, &rec(Some(b"n1"), Some(b"plain text, not json"))).unwrap());
+        assert!(s.keeps_records());
+        let r = record_row(&s, &rec(Some(b"n1"), Some(b"plain text, not json"))).unwrap();
         assert_eq!(
-            r,
-            r#"{"_key":"n1","_timestamp":"1970-01-01 00:00:01.000","_value":"plain text, not json","other":null}"#
+            Value::Array(r),
+            serde_json::json!([
+                "n1",
+                "1970-01-01 00:00:01.000",
+                "plain text, not json",
+                null
+            ])
         );
+        // Bytes that are not UTF-8 are shown as \x and hex, never mangled.
+        let r = record_row(&s, &rec(Some(&[0xff, 0x00]), Some(&[0xc3, 0x28, 0x41]))).unwrap();
+        assert_eq!(r[0], Value::from("\\xff00"));
+        assert_eq!(r[2], Value::from("\\xc32841"));
+        s.columns[2].ty = ColumnType::Bytes;
+        let r = record_row(&s, &rec(None, Some(b"AB"))).unwrap();
+        assert_eq!(r[0], Value::Null);
+        assert_eq!(r[2], Value::from("\\x4142"), "BYTES are always hex");
+        assert_eq!(record_row(&s, &rec(Some(b"k"), None)), None);
+        assert_eq!(record_row(&s, &rec(Some(b"k"), Some(b""))), None);
+        assert_eq!(check_record(&s, &rec(None, Some(b"v"))), Ok(()));
+        s.columns[0].not_null = true;
+        assert_eq!(
+            check_record(&s, &rec(None, Some(b"v"))).unwrap_err(),
+            "_key is NOT NULL"
+        );
+        s.primary_key = vec!["_key".into()];
+        assert!(check_record(&s, &rec(None, None))
+            .unwrap_err()
+            .contains("without a key"));
+        assert_eq!(check_record(&s, &rec(Some(b"k"), None)), Ok(()));
+    }
+
+    #[test]
+    fn bytes_columns_take_base64_or_hex() {
+        let c = col("blob", ColumnType::Bytes);
+        assert_eq!(
+            convert(&c, Value::from("AAH/")).unwrap(),
+            Value::from("\\x0001ff")
+        );
+        assert_eq!(
+            convert(&c, Value::from("\\x0001FF")).unwrap(),
+            Value::from("\\x0001ff")
+        );
+        let e = convert(&c, Value::from("not base64!")).unwrap_err();
+        assert!(e.contains("base64"), "{e}");
+        assert!(convert(&c, Value::from(3)).is_err());
     }
 }

@@ -11,7 +11,8 @@ use sqlparser::ast::Expr;
 use weir_storage::batch::BatchIter;
 use weir_storage::records::{batch_records, Record};
 
-use super::schema::{format_timestamp, TableSchema, RAW_COLUMNS};
+use super::row::{record_row, Incoming};
+use super::schema::{bytes_value, format_timestamp, ColumnType, TableSchema, RAW_COLUMNS};
 use super::MAX_DECOMPRESSED;
 use crate::catalog::TopicMeta;
 use crate::partition::Partition;
@@ -109,10 +110,28 @@ pub(super) fn typed_row(schema: &TableSchema, value: &[u8]) -> Vec<Value> {
     }
 }
 
+/// A record's row in a typed table: the stored row of a JSON table, the row
+/// made from the record in a `_value` table; `None` for a tombstone.
+pub(super) fn table_row(schema: &TableSchema, r: &Record) -> Option<Vec<Value>> {
+    if schema.keeps_records() {
+        record_row(
+            schema,
+            &Incoming {
+                key: r.key.as_deref(),
+                value: r.value.as_deref(),
+                timestamp_ms: r.timestamp,
+            },
+        )
+    } else {
+        r.value.as_deref().map(|v| typed_row(schema, v))
+    }
+}
+
+/// A raw record's key, value or header: its text, or `\\x` and hex when
+/// it is not UTF-8.
 fn text(b: &Option<bytes::Bytes>) -> Value {
-    b.as_ref().map_or(Value::Null, |b| {
-        Value::String(String::from_utf8_lossy(b).into_owned())
-    })
+    b.as_ref()
+        .map_or(Value::Null, |b| bytes_value(ColumnType::Varchar, b))
 }
 
 /// A raw record as a row, building only the columns `shape` uses.
@@ -215,8 +234,8 @@ async fn scan_rows(
             each_record(p, 0, &mut |r| keep(raw_row(p.index, r, shape))).await?;
         }
         Some(schema) if !schema.is_keyed() => {
-            each_record(p, 0, &mut |r| match &r.value {
-                Some(v) => keep(shape.trim(typed_row(schema, v))),
+            each_record(p, 0, &mut |r| match table_row(schema, r) {
+                Some(row) => keep(shape.trim(row)),
                 None => Ok(ControlFlow::Continue(())),
             })
             .await?;

@@ -16,6 +16,10 @@ pub enum ColumnType {
     Varchar,
     Timestamp,
     Json,
+    /// Bytes, shown in SQL as `\\x` and hex digits (PostgreSQL's bytea
+    /// form); in a JSON record, base64 (Kafka Connect's and Debezium's
+    /// encoding) or that same hex form.
+    Bytes,
 }
 
 impl ColumnType {
@@ -31,6 +35,7 @@ impl ColumnType {
             "VARCHAR" | "TEXT" | "STRING" | "CHARACTER VARYING" => ColumnType::Varchar,
             "TIMESTAMP" => ColumnType::Timestamp,
             "JSON" | "JSONB" => ColumnType::Json,
+            "BYTES" | "BYTEA" | "BLOB" | "VARBINARY" | "BINARY" => ColumnType::Bytes,
             _ => return None,
         })
     }
@@ -46,6 +51,7 @@ impl ColumnType {
             ColumnType::Varchar => "VARCHAR",
             ColumnType::Timestamp => "TIMESTAMP",
             ColumnType::Json => "JSON",
+            ColumnType::Bytes => "BYTES",
         }
     }
 }
@@ -97,6 +103,13 @@ impl TableSchema {
         self.column(name).is_some()
     }
 
+    /// A table with a `_value` column keeps each record as produced (its
+    /// bytes, headers and compression) and makes its row when it is read;
+    /// any other typed table stores rows.
+    pub fn keeps_records(&self) -> bool {
+        self.has("_value")
+    }
+
     /// Indexes of the key columns in `columns`.
     pub fn key_indexes(&self) -> Vec<usize> {
         self.primary_key
@@ -115,6 +128,45 @@ pub const RAW_COLUMNS: [&str; 6] = [
     "_value",
     "_headers",
 ];
+
+// ---- bytes --------------------------------------------------------------
+
+/// Bytes as a SQL value: for a VARCHAR column (`_key`, `_value`) the text
+/// when they are valid UTF-8, otherwise (and always for BYTES) `\\x`
+/// followed by two lowercase hex digits a byte, as PostgreSQL shows bytea.
+pub fn bytes_value(ty: ColumnType, b: &[u8]) -> serde_json::Value {
+    if ty != ColumnType::Bytes {
+        if let Ok(text) = std::str::from_utf8(b) {
+            return serde_json::Value::String(text.to_string());
+        }
+    }
+    let mut out = String::with_capacity(2 + 2 * b.len());
+    out.push_str("\\x");
+    for byte in b {
+        use std::fmt::Write;
+        let _ = write!(out, "{byte:02x}");
+    }
+    serde_json::Value::String(out)
+}
+
+/// The bytes a JSON string gives a BYTES column: `\\x` and hex digits, or
+/// standard base64 (padded or not).
+pub fn parse_bytes(s: &str) -> Option<Vec<u8>> {
+    if let Some(hex) = s.strip_prefix("\\x") {
+        if hex.len() % 2 != 0 {
+            return None;
+        }
+        return (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+            .collect();
+    }
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(s))
+        .ok()
+}
 
 // ---- time ---------------------------------------------------------------
 
@@ -271,6 +323,7 @@ mod tests {
     fn type_names() {
         assert_eq!(ColumnType::parse("text"), Some(ColumnType::Varchar));
         assert_eq!(ColumnType::parse("BIGINT"), Some(ColumnType::BigInt));
-        assert_eq!(ColumnType::parse("blob"), None);
+        assert_eq!(ColumnType::parse("blob"), Some(ColumnType::Bytes));
+        assert_eq!(ColumnType::parse("blobs"), None);
     }
 }
