@@ -32,6 +32,7 @@ pub mod groups;
 pub mod latency;
 pub mod listeners;
 pub mod partition;
+pub mod partitioner;
 pub mod producer_ids;
 pub mod refusals;
 pub mod shard;

@@ -218,6 +218,11 @@ def test_http_sign_in(secured):
     assert sql(secured, "CREATE TABLE t (a INT)", token=ADMIN)[0] == 200
     status, body = sql(secured, "DROP TABLE t", token=READER)
     assert status == 403 and "reader may not drop table t" in body["error"]
+    # SQL writes are Kafka's WRITE: a writer may, a reader may not.
+    status, body = sql(secured, "INSERT INTO t VALUES (1)", token=READER)
+    assert status == 403 and "reader may not insert into table t" in body["error"]
+    assert sql(secured, "INSERT INTO t VALUES (1)", token=WRITER) == (200, [{"_partition": 0, "_offset": 0}])
+    assert sql(secured, "SELECT a FROM t", token=READER) == (200, [{"a": 1}])
     assert sql(secured, "CREATE USER bob WITH PASSWORD 'pw'", token=WRITER)[0] == 403
     # A user's token signs in over HTTP and Kafka; dropped, it no longer does.
     assert sql(secured, "CREATE USER bob WITH PASSWORD 'pw'", token=ADMIN)[0] == 200

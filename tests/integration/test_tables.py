@@ -151,6 +151,72 @@ def test_typed_tables_keep_headers_and_bytes_columns(node):
     assert [e.code() for e in errors] == [KafkaError.INVALID_RECORD]
 
 
+def test_sql_insert_and_delete_write_records(node):
+    """INSERT appends rows as records a producer could have sent (upserts in
+    a keyed table), DELETE writes tombstones; consumers see both, and a
+    keyed record lands where librdkafka's partitioner puts the same key."""
+    rows(node, "CREATE TABLE people (id BIGINT PRIMARY KEY, name VARCHAR NOT NULL, age INT) "
+               "WITH (partitions = 4)")
+    placed = rows(node, "INSERT INTO people (id, name, age) VALUES (1, 'ann', 30), (2, 'bo', 40), (3, 'cy', NULL)")
+    assert [sorted(r) for r in placed] == [["_offset", "_partition"]] * 3
+    # The same key bytes from a librdkafka producer go to the same partition.
+    p = Producer({"bootstrap.servers": node.bootstrap, "partitioner": "murmur2_random"})
+    for i in (1, 2, 3):
+        p.produce("people", key=b'{"id":%d}' % i, value=json.dumps({"id": i, "name": "via kafka"}).encode())
+    assert p.flush(10) == 0
+    by_kafka = {json.loads(m.key())["id"]: m.partition() for m in consume_all(node.bootstrap, "people", 4)
+                if json.loads(m.value())["name"] == "via kafka"}
+    assert by_kafka == {i: r["_partition"] for i, r in zip((1, 2, 3), placed)}
+    rows(node, "INSERT INTO people VALUES (1, 'ann', 31), (2, 'bo', 41), (3, 'cy', 50)")
+    assert rows(node, "SELECT id, name, age FROM people ORDER BY id") == [
+        {"id": 1, "name": "ann", "age": 31}, {"id": 2, "name": "bo", "age": 41}, {"id": 3, "name": "cy", "age": 50}]
+    deleted = rows(node, "DELETE FROM people WHERE id = 2")
+    assert deleted == [{"_partition": placed[1]["_partition"], "_offset": deleted[0]["_offset"]}]
+    rows(node, "DELETE FROM people WHERE id IN (1, 9) OR (id = 3)")
+    assert rows(node, "SELECT * FROM people") == []
+    records = consume_all(node.bootstrap, "people", 4, expected=9 + 4)
+    tombstones = sorted(m.key() for m in records if m.value() is None)
+    assert tombstones == [b'{"id":1}', b'{"id":2}', b'{"id":3}', b'{"id":9}']
+    # Refusals name what is wrong and write nothing.
+    for bad, why in [
+        ("INSERT INTO people (id, name) VALUES (4, 'ok'), ('abc', 'x')", 'row 2: failed to parse "abc" as BIGINT'),
+        ("INSERT INTO people (id, age) VALUES (5, 1)", "row 1: name is NOT NULL"),
+        ("INSERT INTO people (id, name) VALUES (6)", "row 1 has 1 values for 2 columns"),
+        ("INSERT INTO people (id, nope) VALUES (6, 1)", "unknown column nope"),
+        ("INSERT INTO nowhere VALUES (1)", "no table nowhere"),
+        ("DELETE FROM people WHERE name = 'ann'", "names rows by every key column (id): id is missing"),
+        ("DELETE FROM people WHERE id = 1 AND name = 'ann'", "names rows by their key (id) only, not name"),
+        ("DELETE FROM people", "needs WHERE naming its key (id)"),
+        ("DELETE FROM people WHERE id > 3", "compared to constants"),
+    ]:
+        status, body = sql(node, bad)
+        assert status == 400 and why in body["error"], (bad, body)
+    assert sum(end_offset(node, "people", p) for p in range(4)) == 13
+    rows(node, "CREATE TABLE log_only (n BIGINT)")
+    status, body = sql(node, "DELETE FROM log_only WHERE n = 1")
+    assert status == 400 and "DELETE needs a keyed table" in body["error"], body
+
+
+def test_sql_insert_into_value_and_raw_tables_writes_exact_records(node):
+    rows(node, "CREATE TABLE memo (_key VARCHAR, _value VARCHAR)")
+    rows(node, "CREATE TABLE bin (_key BYTES, _value BYTES)")
+    create_topic(node.bootstrap, "plain_log", partitions=2)
+    rows(node, "INSERT INTO memo VALUES ('k1', 'hello'), (NULL, 'no key')")
+    rows(node, "INSERT INTO bin (_key, _value) VALUES ('AAE=', '\\x6869ff')")
+    placed = rows(node, "INSERT INTO plain_log (_key, _value, _headers, _partition, _timestamp) "
+                        "VALUES ('k', 'v', '{\"trace\": \"t1\", \"none\": null}', 1, '2026-01-02 03:04:05')")
+    assert placed == [{"_partition": 1, "_offset": 0}]
+    assert [(m.key(), m.value()) for m in consume_all(node.bootstrap, "memo", 1, expected=2)] == \
+        [(b"k1", b"hello"), (None, b"no key")]
+    [b] = consume_all(node.bootstrap, "bin", 1, expected=1)
+    assert (b.key(), b.value()) == (b"\x00\x01", b"hi\xff")
+    [m] = consume_all(node.bootstrap, "plain_log", 2, expected=1)
+    assert (m.partition(), m.key(), m.value(), m.headers()) == (1, b"k", b"v", [("trace", b"t1"), ("none", None)])
+    assert m.timestamp()[1] == 1767323045000
+    status, body = sql(node, "INSERT INTO plain_log (_offset) VALUES (3)")
+    assert status == 400 and "_offset is given by the log" in body["error"], body
+
+
 def users_000(node):
     rows(node, "CREATE TABLE users (id BIGINT PRIMARY KEY, name VARCHAR, plan VARCHAR);")
 

@@ -1,5 +1,5 @@
 //! SQL over the node's tables (`POST /sql`): CREATE TABLE, DROP TABLE,
-//! SHOW TABLES, DESCRIBE and SELECT. Statements are parsed by sqlparser;
+//! SHOW TABLES, DESCRIBE, SELECT, and INSERT and DELETE (`write`). Statements are parsed by sqlparser;
 //! a SELECT's scan, WHERE and grouping run on the shards that own the
 //! table's partitions, and merging, ordering and limits on the shard that
 //! took the request.
@@ -10,6 +10,7 @@ pub mod eval;
 pub mod fold;
 pub mod select;
 pub mod value;
+mod write;
 
 use std::rc::Rc;
 
@@ -202,6 +203,8 @@ async fn statement(
             caller.check(shard, Operation::Describe, "describe", &name)?;
             describe(shard, &name)
         }
+        Statement::Insert(ins) => write::insert(shard, ins, caller).await,
+        Statement::Delete(del) => write::delete(shard, del, caller).await,
         other => Err(format!("unsupported statement: {other}").into()),
     }
 }

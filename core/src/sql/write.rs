@@ -1,0 +1,456 @@
+//! SQL writes: `INSERT INTO t [(cols)] VALUES (...), (...)` appends rows as
+//! records a producer could have sent, and `DELETE FROM t WHERE <key> = ...`
+//! writes tombstones into a keyed table. Both go through the produce path
+//! (the same conversion, checks and durability as a Kafka produce with
+//! acks=all); every row is checked before anything is written, so a
+//! statement with a bad row writes nothing. A record goes to the partition
+//! Kafka's default partitioner gives its key (a Java or librdkafka producer
+//! sending the same key bytes lands in the same place), a record without a
+//! key to the partitions in turn. Each answers one row per record written:
+//! its `_partition` and `_offset`.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use sqlparser::ast::{
+    BinaryOperator, Delete, Expr, FromTable, Insert, SetExpr, TableFactor, TableObject,
+};
+
+use super::eval::{column_name, SqlResult};
+use super::{const_value, table_name, Caller, QueryResult, SqlError};
+use crate::auth::acl::Operation;
+use crate::by_partition::{PartitionWork, TopicPartition};
+use crate::catalog::TopicMeta;
+use crate::partitioner::partition_for_key;
+use crate::shard::Shard;
+use crate::table::row::{check_record, convert, object_bytes, to_row, Incoming};
+use crate::table::schema::{parse_bytes, parse_timestamp, ColumnType, TableSchema};
+use weir_storage::records::{build_stamped_batch, Header, Producer};
+
+/// One record a statement writes.
+struct Record {
+    partition: Option<i32>,
+    timestamp: i64,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Vec<Header>,
+}
+
+pub(super) async fn insert(
+    shard: &Rc<Shard>,
+    ins: Insert,
+    caller: &Caller<'_>,
+) -> Result<QueryResult, SqlError> {
+    let TableObject::TableName(name) = &ins.table else {
+        return Err("INSERT INTO names a table".to_string().into());
+    };
+    let table = table_name(name);
+    caller.check(shard, Operation::Write, "insert into", &table)?;
+    let catalog = shard.catalog();
+    let meta = catalog
+        .topic(&table)
+        .ok_or_else(|| format!("no table {table}"))?;
+    let columns: Vec<String> = if ins.columns.is_empty() {
+        crate::table::scan::columns(meta)
+    } else {
+        ins.columns.iter().map(|c| c.value.clone()).collect()
+    };
+    let source = ins
+        .source
+        .as_ref()
+        .ok_or("INSERT needs VALUES (...)".to_string())?;
+    let SetExpr::Values(values) = source.body.as_ref() else {
+        return Err(format!("INSERT takes VALUES (...), not {}", source.body).into());
+    };
+    let now = crate::clock::now_ms();
+    let mut records = Vec::with_capacity(values.rows.len());
+    for (i, exprs) in values.rows.iter().enumerate() {
+        if exprs.len() != columns.len() {
+            return Err(format!(
+                "row {} has {} values for {} columns",
+                i + 1,
+                exprs.len(),
+                columns.len()
+            )
+            .into());
+        }
+        let mut row = Map::new();
+        for (c, e) in columns.iter().zip(exprs) {
+            if row.insert(c.clone(), const_value(e)?).is_some() {
+                return Err(format!("column {c} is named twice").into());
+            }
+        }
+        let record = match &meta.schema {
+            None => raw_record(row, now),
+            Some(s) if s.keeps_records() => value_record(s, row, now),
+            Some(s) => json_record(s, row, now),
+        }
+        .map_err(|why| format!("row {}: {why}", i + 1))?;
+        records.push(record);
+    }
+    write(shard, meta, records).await
+}
+
+pub(super) async fn delete(
+    shard: &Rc<Shard>,
+    del: Delete,
+    caller: &Caller<'_>,
+) -> Result<QueryResult, SqlError> {
+    let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &del.from;
+    let [from] = &from[..] else {
+        return Err("DELETE FROM names one table".to_string().into());
+    };
+    let TableFactor::Table { name, .. } = &from.relation else {
+        return Err("DELETE FROM names one table".to_string().into());
+    };
+    if !from.joins.is_empty() || del.using.is_some() || del.limit.is_some() {
+        return Err("DELETE FROM t WHERE ... takes no joins, USING or LIMIT"
+            .to_string()
+            .into());
+    }
+    let table = table_name(name);
+    caller.check(shard, Operation::Write, "delete from", &table)?;
+    let catalog = shard.catalog();
+    let meta = catalog
+        .topic(&table)
+        .ok_or_else(|| format!("no table {table}"))?;
+    let schema = match &meta.schema {
+        Some(s) if s.is_keyed() => s,
+        _ => {
+            return Err(format!(
+                "DELETE needs a keyed table (one with a PRIMARY KEY), whose rows a tombstone removes; the rows of {table} are records of a log, removed by its retention or by DeleteRecords"
+            )
+            .into())
+        }
+    };
+    let selection = del.selection.as_ref().ok_or_else(|| {
+        format!(
+            "DELETE FROM {table} needs WHERE naming its key ({})",
+            schema.primary_key.join(", ")
+        )
+    })?;
+    let now = crate::clock::now_ms();
+    let mut records = Vec::new();
+    for keys in key_sets(selection)? {
+        for k in &schema.primary_key {
+            if !keys.contains_key(k) {
+                return Err(format!(
+                    "DELETE FROM {table} names rows by every key column ({}): {k} is missing",
+                    schema.primary_key.join(", ")
+                )
+                .into());
+            }
+        }
+        if let Some(extra) = keys.keys().find(|c| !schema.primary_key.contains(c)) {
+            return Err(format!(
+                "DELETE FROM {table} names rows by their key ({}) only, not {extra}",
+                schema.primary_key.join(", ")
+            )
+            .into());
+        }
+        let key = if schema.keeps_records() {
+            let c = schema.column("_key").expect("the key of a _value table");
+            record_bytes(c.ty, &keys["_key"])?.ok_or("_key is null".to_string())?
+        } else {
+            let mut parts = Vec::new();
+            for k in &schema.primary_key {
+                let c = schema.column(k).expect("key columns exist");
+                let v = convert(c, keys[k].clone())?;
+                if v.is_null() {
+                    return Err(format!("key column {k} is null").into());
+                }
+                parts.push((k.as_str(), v));
+            }
+            object_bytes(parts.iter().map(|(k, v)| (*k, v)))
+        };
+        records.push(Record {
+            partition: None,
+            timestamp: now,
+            key: Some(key),
+            value: None,
+            headers: Vec::new(),
+        });
+    }
+    write(shard, meta, records).await
+}
+
+/// The rows a WHERE names: `k = v`, `k IN (...)`, AND between columns and
+/// OR between rows, with constants only.
+fn key_sets(e: &Expr) -> SqlResult<Vec<BTreeMap<String, Value>>> {
+    let unsupported = || {
+        format!("DELETE takes WHERE with key columns compared to constants (k = v, k IN (...), AND, OR), not {e}")
+    };
+    match e {
+        Expr::Nested(inner) => key_sets(inner),
+        Expr::BinaryOp { left, op, right } => match op {
+            BinaryOperator::Or => {
+                let mut out = key_sets(left)?;
+                out.extend(key_sets(right)?);
+                Ok(out)
+            }
+            BinaryOperator::And => {
+                let (l, r) = (key_sets(left)?, key_sets(right)?);
+                let mut out = Vec::with_capacity(l.len() * r.len());
+                for a in &l {
+                    for b in &r {
+                        let mut m = a.clone();
+                        for (k, v) in b {
+                            if m.insert(k.clone(), v.clone()).is_some_and(|old| &old != v) {
+                                // `k = 1 AND k = 2` names no row.
+                                m.clear();
+                                break;
+                            }
+                        }
+                        if !m.is_empty() {
+                            out.push(m);
+                        }
+                    }
+                }
+                Ok(out)
+            }
+            BinaryOperator::Eq => {
+                let (col, value) = match (column_name(left), column_name(right)) {
+                    (Some(c), None) => (c, right),
+                    (None, Some(c)) => (c, left),
+                    _ => return Err(unsupported()),
+                };
+                Ok(vec![BTreeMap::from([(col, const_value(value)?)])])
+            }
+            _ => Err(unsupported()),
+        },
+        Expr::InList {
+            expr,
+            list,
+            negated: false,
+        } => {
+            let col = column_name(expr).ok_or_else(unsupported)?;
+            list.iter()
+                .map(|v| Ok(BTreeMap::from([(col.clone(), const_value(v)?)])))
+                .collect()
+        }
+        _ => Err(unsupported()),
+    }
+}
+
+/// A record's key or value from a SQL value: a string's bytes (a BYTES
+/// column's decoded from base64 or `\x` hex), null as null, anything else
+/// as its JSON text.
+fn record_bytes(ty: ColumnType, v: &Value) -> SqlResult<Option<Vec<u8>>> {
+    Ok(match v {
+        Value::Null => None,
+        Value::String(s) if ty == ColumnType::Bytes => Some(
+            parse_bytes(s)
+                .ok_or_else(|| format!("{s:?} is not base64 or \\x and hex digits (BYTES)"))?,
+        ),
+        Value::String(s) => Some(s.as_bytes().to_vec()),
+        other => Some(other.to_string().into_bytes()),
+    })
+}
+
+/// A `_timestamp` value: epoch milliseconds or a timestamp's text.
+fn timestamp(v: Option<Value>, now: i64) -> SqlResult<i64> {
+    match v {
+        None | Some(Value::Null) => Ok(now),
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .ok_or_else(|| format!("_timestamp {n} is not whole milliseconds")),
+        Some(Value::String(s)) => {
+            parse_timestamp(&s).ok_or_else(|| format!("_timestamp {s:?} is not a timestamp"))
+        }
+        Some(other) => Err(format!("_timestamp {other} is not a timestamp")),
+    }
+}
+
+/// A record of a raw topic: `_key`, `_value`, `_headers` (the text of a
+/// JSON object of text or null values), `_timestamp`, `_partition`.
+fn raw_record(mut row: Map<String, Value>, now: i64) -> SqlResult<Record> {
+    let partition = match row.remove("_partition") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_i64()
+                .and_then(|p| i32::try_from(p).ok())
+                .ok_or_else(|| format!("_partition {v} is not a partition number"))?,
+        ),
+    };
+    let headers = match row.remove("_headers") {
+        None | Some(Value::Null) => Vec::new(),
+        // A SQL literal is text: the headers are a JSON object in it.
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(o)) => o
+                .into_iter()
+                .map(|(k, v)| Ok((k, record_bytes(ColumnType::Varchar, &v)?.map(Bytes::from))))
+                .collect::<SqlResult<_>>()?,
+            _ => return Err(format!("_headers {text:?} is not a JSON object")),
+        },
+        Some(other) => return Err(format!("_headers {other} is not a JSON object")),
+    };
+    let record = Record {
+        partition,
+        timestamp: timestamp(row.remove("_timestamp"), now)?,
+        key: record_bytes(
+            ColumnType::Varchar,
+            row.remove("_key").as_ref().unwrap_or(&Value::Null),
+        )?,
+        value: record_bytes(
+            ColumnType::Varchar,
+            row.remove("_value").as_ref().unwrap_or(&Value::Null),
+        )?,
+        headers,
+    };
+    if let Some(c) = row.keys().next() {
+        return Err(format!(
+            "a raw table has the columns _partition, _timestamp, _key, _value and _headers; {c} is not one it takes (_offset is given by the log)"
+        ));
+    }
+    Ok(record)
+}
+
+/// A record of a `_value` table: `_key`, `_value`, `_timestamp` (the other
+/// columns are always null).
+fn value_record(schema: &TableSchema, mut row: Map<String, Value>, now: i64) -> SqlResult<Record> {
+    let ty = |name: &str| schema.column(name).map_or(ColumnType::Varchar, |c| c.ty);
+    let record = Record {
+        partition: None,
+        timestamp: timestamp(row.remove("_timestamp"), now)?,
+        key: record_bytes(
+            ty("_key"),
+            row.remove("_key").as_ref().unwrap_or(&Value::Null),
+        )?,
+        value: record_bytes(
+            ty("_value"),
+            row.remove("_value").as_ref().unwrap_or(&Value::Null),
+        )?,
+        headers: Vec::new(),
+    };
+    for (c, v) in &row {
+        if schema.column(c).is_none() {
+            return Err(format!("unknown column {c}"));
+        }
+        if !v.is_null() {
+            return Err(format!(
+                "{c} is always null in a table with a _value column (its rows are its records' _key, _value and _timestamp)"
+            ));
+        }
+    }
+    let incoming = Incoming {
+        key: record.key.as_deref(),
+        value: record.value.as_deref(),
+        timestamp_ms: record.timestamp,
+    };
+    check_record(schema, &incoming)?;
+    Ok(record)
+}
+
+/// A record of a JSON table: its value the row as a JSON object (converted
+/// again by the produce path, as any producer's), its key a keyed table's
+/// key object, `_key` and `_timestamp` the record's.
+fn json_record(schema: &TableSchema, mut row: Map<String, Value>, now: i64) -> SqlResult<Record> {
+    if let Some(c) = row.keys().find(|c| schema.column(c).is_none()) {
+        return Err(format!("unknown column {c}"));
+    }
+    let ts = timestamp(row.remove("_timestamp"), now)?;
+    let key_col = row.remove("_key");
+    let key = if schema.is_keyed() {
+        let mut parts = Vec::new();
+        for k in &schema.primary_key {
+            let c = schema.column(k).expect("key columns exist");
+            let v = match k.as_str() {
+                "_key" => key_col.clone().unwrap_or(Value::Null),
+                _ => row.get(k).cloned().unwrap_or(Value::Null),
+            };
+            match convert(c, v) {
+                Ok(v) if !v.is_null() => parts.push((k.as_str(), v)),
+                Ok(_) => return Err(format!("{k} is NOT NULL")),
+                Err(why) => return Err(why),
+            }
+        }
+        Some(object_bytes(parts.iter().map(|(k, v)| (*k, v))))
+    } else {
+        let ty = schema.column("_key").map_or(ColumnType::Varchar, |c| c.ty);
+        record_bytes(ty, key_col.as_ref().unwrap_or(&Value::Null))?
+    };
+    let value = object_bytes(row.iter().map(|(k, v)| (k.as_str(), v)));
+    let incoming = Incoming {
+        key: key.as_deref(),
+        value: Some(&value),
+        timestamp_ms: ts,
+    };
+    to_row(schema, &incoming)?;
+    Ok(Record {
+        partition: None,
+        timestamp: ts,
+        key,
+        value: Some(value),
+        headers: Vec::new(),
+    })
+}
+
+/// Writes `records` (each partition's as one batch, acks=all) and answers
+/// where each went, in statement order.
+async fn write(
+    shard: &Rc<Shard>,
+    meta: &TopicMeta,
+    records: Vec<Record>,
+) -> Result<QueryResult, SqlError> {
+    let partitions = meta.partitions();
+    let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+    let mut unkeyed = 0;
+    for (i, r) in records.iter().enumerate() {
+        let p = match (r.partition, &r.key) {
+            (Some(p), _) if (0..partitions).contains(&p) => p,
+            (Some(p), _) => {
+                return Err(format!(
+                    "{} has partitions 0 to {}, not {p}",
+                    meta.name,
+                    partitions - 1
+                )
+                .into())
+            }
+            (None, Some(k)) => partition_for_key(k, partitions),
+            (None, None) => {
+                unkeyed += 1;
+                (unkeyed - 1) % partitions
+            }
+        };
+        by_partition.entry(p).or_default().push(i);
+    }
+    let work: Vec<PartitionWork<Bytes>> = by_partition
+        .iter()
+        .enumerate()
+        .map(|(at, (&p, idx))| {
+            let stamped: Vec<_> = idx
+                .iter()
+                .map(|&i| {
+                    let r = &records[i];
+                    (
+                        r.timestamp,
+                        r.key.as_deref(),
+                        r.value.as_deref(),
+                        &r.headers[..],
+                    )
+                })
+                .collect();
+            PartitionWork {
+                at,
+                tp: TopicPartition::new(meta.name.clone(), p),
+                arg: build_stamped_batch(&stamped, &Producer::NONE),
+            }
+        })
+        .collect();
+    let mut placed = vec![Value::Null; records.len() * 2];
+    let parts: Vec<(&i32, &Vec<usize>)> = by_partition.iter().collect();
+    for (at, result) in shard.produce(work, -1).await {
+        let appended = result.map_err(|e| SqlError::Statement(e.message))?;
+        let (p, idx) = parts[at];
+        for (n, &i) in idx.iter().enumerate() {
+            placed[2 * i] = Value::from(*p);
+            placed[2 * i + 1] = Value::from(appended.base_offset + n as i64);
+        }
+    }
+    Ok(QueryResult {
+        columns: vec!["_partition".into(), "_offset".into()],
+        rows: placed.chunks(2).map(|c| c.to_vec()).collect(),
+    })
+}
