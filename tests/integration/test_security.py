@@ -229,7 +229,7 @@ def test_http_sign_in(secured):
     status, rows = sql(secured, "CREATE TOKEN FOR bob", token=ADMIN)
     token = rows[0]["token"]
     assert sql(secured, "GRANT SELECT ON t TO bob", token=ADMIN)[0] == 200
-    assert sql(secured, "SELECT * FROM t", token=token) == (200, [])
+    assert sql(secured, "SELECT * FROM t", token=token) == (200, [{"a": 1}])
     assert isinstance(consume(sasl(secured, "bob", token), "t", 0, "g"), list)
     status, users = sql(secured, "SHOW USERS", token=ADMIN)
     assert users == [{"name": "bob", "tokens": 1}]
