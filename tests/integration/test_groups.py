@@ -207,6 +207,48 @@ def test_static_member_restart_keeps_its_partitions(make_node):
     b.c.close()
 
 
+def sql_rows(node, text):
+    """POST /sql, answered 200: its rows."""
+    import urllib.request
+    req = urllib.request.Request(node.http + "/sql", data=text.encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200
+        return json.loads(r.read())
+
+
+def test_groups_and_their_lag_are_tables(make_node):
+    """weir.groups and weir.group_offsets: read with SELECT, lag moving as
+    records arrive and as the group commits."""
+    node = make_node(extra=FAST_NODE)
+    create_topic(node.bootstrap, "ticks", partitions=2)
+    produce_numbers(node.bootstrap, "ticks", range(10), partitions=2)
+    assert len(read(node.bootstrap, "ticks", "done", 10)) == 10
+
+    def lag():
+        return sql_rows(node, "SELECT partition, committed_offset, log_end_offset, lag FROM weir.group_offsets "
+                              "WHERE group_id = 'done' AND topic = 'ticks' ORDER BY partition")
+    assert lag() == [{"partition": p, "committed_offset": 5, "log_end_offset": 5, "lag": 0} for p in (0, 1)]
+    produce_numbers(node.bootstrap, "ticks", range(10, 16), partitions=2)
+    assert lag() == [{"partition": p, "committed_offset": 5, "log_end_offset": 8, "lag": 3} for p in (0, 1)]
+    assert sql_rows(node, "SELECT group_id, sum(lag) AS total FROM weir.group_offsets GROUP BY group_id") == \
+        [{"group_id": "done", "total": 6}]
+    # The group catches up and commits: its lag is gone.
+    assert len(read(node.bootstrap, "ticks", "done", 6)) == 6
+    assert [r["lag"] for r in lag()] == [0, 0]
+
+    live = Member(node.bootstrap, "live", "ticks")
+    poll_until([live], lambda: live.assigned == {0, 1})
+    assert sql_rows(node, "SELECT group_id, kind, state, protocol_type, protocol, members FROM weir.groups "
+                          "ORDER BY group_id") == [
+        {"group_id": "done", "kind": "classic", "state": "Empty", "protocol_type": "consumer", "protocol": "",
+         "members": 0},
+        {"group_id": "live", "kind": "classic", "state": "Stable", "protocol_type": "consumer",
+         "protocol": "range", "members": 1}]
+    live.c.close()
+    assert [r["column"] for r in sql_rows(node, "DESCRIBE weir.group_offsets")] == \
+        ["group_id", "topic", "partition", "committed_offset", "log_end_offset", "lag"]
+
+
 def test_admin_lists_describes_and_deletes_groups(make_node):
     node = make_node(extra=FAST_NODE)
     create_topic(node.bootstrap, "ticks", partitions=2)

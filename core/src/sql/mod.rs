@@ -9,6 +9,7 @@ pub mod bounds;
 pub mod eval;
 pub mod fold;
 pub mod select;
+pub mod system;
 pub mod value;
 mod write;
 
@@ -146,7 +147,7 @@ async fn statement(
             if let Some(table) = plan.table() {
                 caller.check(shard, Operation::Read, "select from", table)?;
             }
-            plan.execute(shard).await
+            plan.execute(shard, caller).await
         }
         Statement::CreateTable(c) => {
             caller.check(shard, Operation::Create, "create", &table_name(&c.name))?;
@@ -199,6 +200,9 @@ async fn statement(
         Statement::ExplainTable {
             table_name: name, ..
         } => {
+            if let Some(system) = system::SystemTable::named(&name) {
+                return Ok(system.describe());
+            }
             let name = table_name(&name);
             caller.check(shard, Operation::Describe, "describe", &name)?;
             describe(shard, &name)

@@ -2,7 +2,8 @@
 //! catalog (no I/O: testable without a node); `execute` gathers its input
 //! from the owners of the table's partitions (rows or folded groups, see
 //! `table::scan`) and makes the answer on the shard that took the request:
-//! HAVING, the output columns, DISTINCT, ORDER BY, OFFSET and LIMIT.
+//! HAVING, the output columns, DISTINCT, ORDER BY, OFFSET and LIMIT. A
+//! system table (`system`) is gathered, filtered and folded there too.
 
 use std::rc::Rc;
 
@@ -15,8 +16,9 @@ use super::eval::{
     check_columns, column_name, has_aggregate, mark_columns, Columns, Eval, Scope, SqlResult,
 };
 use super::fold::{self, Folded, Groups, Plan};
+use super::system::SystemTable;
 use super::value::{compare_keys, literal, SortDir};
-use super::{const_value, table_name, QueryResult, SqlError};
+use super::{const_value, table_name, Caller, QueryResult, SqlError};
 use crate::catalog::{Catalog, TopicMeta};
 use crate::shard::Shard;
 use crate::table::scan::{columns, fold_partition, scan_partition, ScanError, ScanShape, TopK};
@@ -35,6 +37,8 @@ pub struct OrderKey {
 pub struct SelectPlan {
     /// The table read (`None`: a SELECT without FROM reads one empty row).
     table: Option<TopicMeta>,
+    /// Or the node's own state (`weir.groups`, ...), gathered here.
+    system: Option<SystemTable>,
     /// The input columns.
     cols: Columns,
     /// The output columns: names and expressions.
@@ -71,22 +75,29 @@ impl SelectPlan {
                 .to_string()
                 .into());
         }
-        let table = match sel.from.first() {
-            None => None,
+        let (table, system) = match sel.from.first() {
+            None => (None, None),
             Some(f) => {
                 let TableFactor::Table { name, .. } = &f.relation else {
                     return Err(format!("unsupported FROM: {}", f.relation).into());
                 };
-                let name = table_name(name);
-                Some(
-                    catalog
-                        .topic(&name)
-                        .ok_or_else(|| format!("no table {name}"))?
-                        .clone(),
-                )
+                match SystemTable::named(name) {
+                    Some(system) => (None, Some(system)),
+                    None => {
+                        let name = table_name(name);
+                        let meta = catalog
+                            .topic(&name)
+                            .ok_or_else(|| format!("no table {name}"))?;
+                        (Some(meta.clone()), None)
+                    }
+                }
             }
         };
-        let cols = Columns(table.as_ref().map(columns).unwrap_or_default());
+        let cols = Columns(match (&table, system) {
+            (Some(meta), _) => columns(meta),
+            (None, Some(system)) => system.columns(),
+            (None, None) => Vec::new(),
+        });
         if let Some(w) = &sel.selection {
             check_columns(w, &cols)?;
             if has_aggregate(w) {
@@ -175,6 +186,7 @@ impl SelectPlan {
         };
         Ok(SelectPlan {
             table,
+            system,
             cols,
             items,
             filter: sel.selection.clone(),
@@ -193,15 +205,21 @@ impl SelectPlan {
         self.table.as_ref().map(|t| t.name.as_str())
     }
 
-    /// Gathers the input and makes the answer.
-    pub async fn execute(self, shard: &Rc<Shard>) -> Result<QueryResult, SqlError> {
-        let input = self.input(shard).await?;
+    /// Gathers the input and makes the answer. `caller` decides which rows
+    /// of a system table it sees.
+    pub async fn execute(
+        self,
+        shard: &Rc<Shard>,
+        caller: &Caller<'_>,
+    ) -> Result<QueryResult, SqlError> {
+        let input = self.input(shard, caller).await?;
         Ok(self.answer(input)?)
     }
 
     /// The table's rows or groups, read where its partitions live and
-    /// filtered there; or one empty row for a SELECT without FROM.
-    async fn input(&self, shard: &Rc<Shard>) -> Result<Input, SqlError> {
+    /// filtered there; a system table's rows, gathered and filtered here;
+    /// or one empty row for a SELECT without FROM.
+    async fn input(&self, shard: &Rc<Shard>, caller: &Caller<'_>) -> Result<Input, SqlError> {
         if let (Some(meta), Some(shape)) = (&self.table, &self.shape) {
             return Ok(match &self.fold {
                 Some(plan) => {
@@ -233,12 +251,22 @@ impl SelectPlan {
                 }
             });
         }
-        let eval = Eval { cols: &self.cols };
-        let passes = match &self.filter {
-            Some(w) => eval.passes(w, &[])?,
-            None => true,
+        let rows = match self.system {
+            Some(system) => system.rows(shard, caller).await?,
+            None => vec![Vec::new()],
         };
-        let rows: Vec<Vec<Value>> = if passes { vec![Vec::new()] } else { Vec::new() };
+        let eval = Eval { cols: &self.cols };
+        let mut kept = Vec::with_capacity(rows.len());
+        for r in rows {
+            if self
+                .filter
+                .as_ref()
+                .map_or(Ok(true), |w| eval.passes(w, &r))?
+            {
+                kept.push(r);
+            }
+        }
+        let rows = kept;
         Ok(match &self.fold {
             Some(plan) => {
                 let mut groups = Groups::default();
