@@ -14,6 +14,7 @@ use bytes::Bytes;
 use glommio::sync::Semaphore;
 
 use crate::chunks::Chunks;
+use crate::durable::write_small_file;
 use crate::producer_state::{AbortedTxn, ProducerStates};
 use crate::segment::{log_path, snapshot_path, Segment};
 use crate::StorageError;
@@ -449,11 +450,25 @@ impl PartitionLog {
         self.producers.borrow().len()
     }
 
-    /// Flushes for a clean stop and answers the appenders still waiting.
+    /// Flushes for a clean stop and answers the appenders still waiting;
+    /// then leaves the active segment's state (and the producers') beside
+    /// it, so the next start loads it instead of scanning the segment.
+    /// Nothing may be appended after it.
     pub async fn close(&self) -> Result<(), StorageError> {
         let r = self.flush().await;
         self.publish(r.clone());
-        r.map(|_| ())
+        r?;
+        let (path, state) = {
+            let st = self.state.borrow();
+            let seg = st.segments.values().next_back().expect("a segment");
+            let producers = self.producers.borrow().encode();
+            (
+                crate::segment::clean_path(&self.dir, seg.base()),
+                seg.clean_state(&producers),
+            )
+        };
+        write_small_file(&path, state).await?;
+        crate::durable::sync_dir(&self.dir)
     }
 
     /// Deletes the whole log directory (topic deletion).

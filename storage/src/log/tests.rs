@@ -654,3 +654,61 @@ fn retention_keeps_what_an_open_transaction_holds() {
         assert!(log.log_start() > 0);
     });
 }
+
+/// The clean-stop state file of the log's last segment in `d`.
+fn clean_file(d: &Path) -> PathBuf {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "clean"))
+        .collect();
+    assert!(found.len() <= 1, "one clean-stop state at most: {found:?}");
+    found.pop().unwrap_or_default()
+}
+
+#[test]
+fn a_clean_stop_is_loaded_once_and_a_stale_or_damaged_state_is_not_trusted() {
+    in_log_dir("clean-stop", |d| async move {
+        let cfg = LogConfig::default();
+        let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+        for i in 0..10 {
+            log.append(&producer_batch(7, 0, i * 3, 3), 1)
+                .await
+                .unwrap();
+        }
+        log.close().await.unwrap();
+        drop(log);
+        let state = clean_file(&d);
+        let saved = std::fs::read(&state).unwrap();
+        // Loaded: the same end, timestamps and producers; the file is gone.
+        let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+        assert!(!state.exists(), "a clean-stop state is used once");
+        assert_eq!(log.high_watermark(), 30);
+        assert_eq!(log.producer_count(), 1);
+        assert_reads_densely(&log, 30).await;
+        let (a, stored) = log.append(&producer_batch(7, 0, 27, 3), 1).await.unwrap();
+        assert_eq!(
+            (a.base_offset, stored.len()),
+            (27, 0),
+            "a duplicate is known"
+        );
+        // More records, then a crash (no close): the old state put back
+        // must not hide them.
+        log.append(&producer_batch(7, 0, 30, 3), 1).await.unwrap();
+        assert_eq!(log.flush().await.unwrap(), 33);
+        drop(log);
+        std::fs::write(&state, &saved).unwrap();
+        let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+        assert_eq!(log.high_watermark(), 33, "a stale state is not trusted");
+        assert_reads_densely(&log, 33).await;
+        log.close().await.unwrap();
+        drop(log);
+        // A damaged state is ignored: the segment is scanned.
+        let mut bad = std::fs::read(clean_file(&d)).unwrap();
+        bad[20] ^= 0x40;
+        std::fs::write(clean_file(&d), &bad).unwrap();
+        assert_reopens_and_goes_on(&d, cfg, 33).await;
+        assert_eq!(clean_file(&d), PathBuf::new(), "no state left behind");
+    });
+}
