@@ -2,6 +2,7 @@
 //! `weir sql "SQL"` runs statements on one.
 
 mod allocator;
+mod config_file;
 mod sql_client;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -10,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use weir_core::NodeConfig;
 
@@ -55,19 +56,20 @@ struct SqlArgs {
 #[derive(Parser)]
 struct ServeArgs {
     /// Directory for the catalog and partition logs (created if missing).
+    #[arg(env = "WEIR_DATA_DIR")]
     data_dir: PathBuf,
     /// Address Kafka clients connect to.
-    #[arg(long, default_value = "127.0.0.1:9092")]
+    #[arg(env = "WEIR_KAFKA", long, default_value = "127.0.0.1:9092")]
     kafka: String,
     /// HTTP address (GET /health).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(env = "WEIR_ADDR", long, default_value = "127.0.0.1:8080")]
     addr: String,
     /// HOST:PORT clients are told to connect to. Default: the host of
     /// --addr and the port of --kafka.
-    #[arg(long)]
+    #[arg(env = "WEIR_KAFKA_ADVERTISE", long)]
     kafka_advertise: Option<String>,
     /// Shards (one pinned executor each). Default: the machine's cores.
-    #[arg(long)]
+    #[arg(env = "WEIR_CORES", long)]
     cores: Option<usize>,
     /// Shard i also listens for Kafka on port BASE+i (on the host of
     /// --kafka) and clients see every shard as a broker of its own (node
@@ -75,98 +77,136 @@ struct ServeArgs {
     /// the partitions and groups it owns, so each request goes straight to
     /// the core that serves it. Clients must reach all these ports. Default:
     /// the node is one broker and requests hop between shards inside.
-    #[arg(long, value_name = "BASE")]
+    #[arg(env = "WEIR_SHARD_PORTS", long, value_name = "BASE")]
     shard_ports: Option<u16>,
     /// Create a topic the first time a client asks for it in Metadata.
-    #[arg(long)]
+    #[arg(env = "WEIR_AUTO_CREATE_TOPICS", long)]
     auto_create_topics: bool,
     /// Partitions of an auto-created topic.
-    #[arg(long, default_value_t = 1)]
+    #[arg(env = "WEIR_DEFAULT_PARTITIONS", long, default_value_t = 1)]
     default_partitions: i32,
     /// Kafka connections served at once, split evenly between shards
     /// (Kafka's max.connections); past it new clients wait until one closes.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(env = "WEIR_MAX_CONNECTIONS", long, default_value_t = 10_000)]
     max_connections: usize,
     /// The largest request frame accepted, in bytes.
-    #[arg(long, default_value_t = 100 << 20)]
+    #[arg(env = "WEIR_MAX_REQUEST_BYTES", long, default_value_t = 100 << 20)]
     max_request_bytes: usize,
     /// The most a fetch response holds beyond its first batch, whatever the
     /// request asks (Kafka's fetch.max.bytes).
-    #[arg(long, default_value_t = 55 << 20)]
+    #[arg(env = "WEIR_FETCH_MAX_BYTES", long, default_value_t = 55 << 20)]
     fetch_max_bytes: usize,
     /// Bytes of recent batches each shard caches for tail reads.
-    #[arg(long, default_value_t = 64 << 20)]
+    #[arg(env = "WEIR_CACHE_BYTES_PER_SHARD", long, default_value_t = 64 << 20)]
     cache_bytes_per_shard: usize,
     /// Give freed memory back to the OS this many milliseconds after it is
     /// freed (by default it is kept for reuse: re-faulting it cost 15–30%
     /// of the node's CPU under produce load).
-    #[arg(long, value_name = "MS")]
+    #[arg(env = "WEIR_RELEASE_FREED_MEMORY_MS", long, value_name = "MS")]
     release_freed_memory_ms: Option<u64>,
     /// Bytes of rows one SQL SELECT may gather from a table (estimated),
     /// split between its partitions; past it the statement is refused.
-    #[arg(long, default_value_t = 1 << 30)]
+    #[arg(env = "WEIR_SQL_MAX_SCAN_BYTES", long, default_value_t = 1 << 30)]
     sql_max_scan_bytes: usize,
     /// Microseconds an idle shard spins before parking (0: park at once).
     /// Spinning saves the wake-up cost under load but takes CPU from
     /// clients on the same machine; measured worse on 2 shared cores.
-    #[arg(long, default_value_t = 0)]
+    #[arg(env = "WEIR_SPIN_BEFORE_PARK_US", long, default_value_t = 0)]
     spin_before_park_us: u64,
     /// Flushes each partition keeps in flight: a batch that arrives during
     /// a flush is written at once, beside it (1: each flush waits for the
     /// previous one).
-    #[arg(long, default_value_t = 2)]
+    #[arg(env = "WEIR_FLUSHES_IN_FLIGHT", long, default_value_t = 2)]
     flushes_in_flight: usize,
     /// How often retention runs, in milliseconds.
-    #[arg(long, default_value_t = 30_000)]
+    #[arg(env = "WEIR_RETENTION_CHECK_MS", long, default_value_t = 30_000)]
     retention_check_ms: u64,
     /// The shortest session timeout a group member may ask for (Kafka's
     /// group.min.session.timeout.ms).
-    #[arg(long, default_value_t = 6_000)]
+    #[arg(
+        env = "WEIR_GROUP_MIN_SESSION_TIMEOUT_MS",
+        long,
+        default_value_t = 6_000
+    )]
     group_min_session_timeout_ms: u64,
     /// The longest session timeout a group member may ask for (Kafka's
     /// group.max.session.timeout.ms).
-    #[arg(long, default_value_t = 1_800_000)]
+    #[arg(
+        env = "WEIR_GROUP_MAX_SESSION_TIMEOUT_MS",
+        long,
+        default_value_t = 1_800_000
+    )]
     group_max_session_timeout_ms: u64,
     /// How long the first rebalance of an empty group waits for more
     /// members (Kafka's group.initial.rebalance.delay.ms).
-    #[arg(long, default_value_t = 3_000)]
+    #[arg(
+        env = "WEIR_GROUP_INITIAL_REBALANCE_DELAY_MS",
+        long,
+        default_value_t = 3_000
+    )]
     group_initial_rebalance_delay_ms: u64,
     /// How often a member of a consumer group of the new protocol
     /// (KIP-848, `group.protocol=consumer`) heartbeats (Kafka's
     /// group.consumer.heartbeat.interval.ms).
-    #[arg(long, default_value_t = 5_000)]
+    #[arg(
+        env = "WEIR_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS",
+        long,
+        default_value_t = 5_000
+    )]
     group_consumer_heartbeat_interval_ms: u64,
     /// How long such a member may stay silent before it is removed
     /// (Kafka's group.consumer.session.timeout.ms).
-    #[arg(long, default_value_t = 45_000)]
+    #[arg(
+        env = "WEIR_GROUP_CONSUMER_SESSION_TIMEOUT_MS",
+        long,
+        default_value_t = 45_000
+    )]
     group_consumer_session_timeout_ms: u64,
     /// A file holding the admin role's token (else WEIR_ADMIN_TOKEN). A
     /// client signs in with SASL/PLAIN as `admin` and this token; setting
     /// any role token turns sign-in on.
-    #[arg(long, value_name = "FILE")]
+    #[arg(env = "WEIR_ADMIN_TOKEN_FILE", long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
     /// A file holding the writer role's token (else WEIR_WRITER_TOKEN).
-    #[arg(long, value_name = "FILE")]
+    #[arg(env = "WEIR_WRITER_TOKEN_FILE", long, value_name = "FILE")]
     writer_token_file: Option<PathBuf>,
     /// A file holding the reader role's token (else WEIR_READER_TOKEN).
-    #[arg(long, value_name = "FILE")]
+    #[arg(env = "WEIR_READER_TOKEN_FILE", long, value_name = "FILE")]
     reader_token_file: Option<PathBuf>,
     /// A PEM certificate chain: the Kafka port (and --shard-ports) speaks
     /// TLS 1.2/1.3 with it (clients use SSL or SASL_SSL), and --addr is
     /// HTTPS. Needs --tls-key.
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    #[arg(env = "WEIR_TLS_CERT", long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
     /// The PEM private key of --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(env = "WEIR_TLS_KEY", long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// PEM certificates of the authority that signs client certificates:
     /// a client that presents one it signed is signed in as the
     /// certificate's subject CN (`User:CN`); one that presents none signs
     /// in with SASL.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(
+        env = "WEIR_TLS_CLIENT_CA",
+        long,
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
     tls_client_ca: Option<PathBuf>,
-    /// Refuse to start unless the Kafka port speaks TLS (--tls-cert).
+    /// Read settings from this TOML file: its keys are these flags' names
+    /// (`max_connections = 20000`, `data_dir = "/var/lib/weir"`); a flag
+    /// or a WEIR_* variable overrides it, and an unknown key is refused.
+    #[arg(long, value_name = "FILE", env = "WEIR_CONFIG")]
+    config: Option<PathBuf>,
+    /// Print the effective settings (TOML, each with where it came from:
+    /// flag, environment, file or default) and exit.
     #[arg(long)]
+    print_config: bool,
+    /// Log lines as text, or as JSON objects one a line (ts, level,
+    /// target, msg).
+    #[arg(env = "WEIR_LOG_FORMAT", long, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// Refuse to start unless the Kafka port speaks TLS (--tls-cert).
+    #[arg(env = "WEIR_REQUIRE_CLIENT_TLS", long)]
     require_client_tls: bool,
 }
 
@@ -267,6 +307,9 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     Ok(cfg)
 }
 
+/// How long a clean stop may take before the process exits anyway.
+const STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Blocks SIGINT and SIGTERM in every thread (executors inherit the mask)
 /// and returns a thread that waits for either and sets the stop flag.
 fn block_stop_signals() -> libc::sigset_t {
@@ -281,9 +324,51 @@ fn block_stop_signals() -> libc::sigset_t {
     }
 }
 
+/// Logs to stderr, at `RUST_LOG` (default info), as text or JSON lines.
+fn init_logging(json: bool) {
+    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+    if json {
+        b.format(|buf, record| {
+            use std::io::Write;
+            let line = serde_json::json!({
+                "ts": buf.timestamp_micros().to_string(),
+                "level": record.level().as_str(),
+                "target": record.target(),
+                "msg": record.args().to_string(),
+            });
+            writeln!(buf, "{line}")
+        });
+    }
+    b.init();
+}
+
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    let cli = Cli::parse();
+    // A config file's settings become the defaults of their WEIR_*
+    // variables before the flags are parsed (flag > environment > file).
+    let argv: Vec<String> = std::env::args().collect();
+    let serve_command = Cli::command()
+        .find_subcommand("serve")
+        .expect("the serve command")
+        .clone();
+    let from_file = match config_file::path(&argv) {
+        Some(file) => config_file::apply(&file, &serve_command).unwrap_or_else(|e| {
+            eprintln!("weir: {e}");
+            std::process::exit(2);
+        }),
+        None => Default::default(),
+    };
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Command::Serve(args) = &cli.command {
+        if args.print_config {
+            let serve = matches
+                .subcommand_matches("serve")
+                .expect("serve's matches");
+            print!("{}", config_file::print(&serve_command, serve, &from_file));
+            return;
+        }
+    }
+    init_logging(matches!(&cli.command, Command::Serve(a) if a.log_format == "json"));
     match cli.command {
         Command::Sql(args) => {
             let out = sql_client::request(
@@ -339,8 +424,26 @@ fn main() {
                 let mut sig = 0;
                 // SAFETY: waits on the set blocked above.
                 unsafe { libc::sigwait(&set, &mut sig) };
-                log::info!("signal {sig}: stopping");
+                log::info!(
+                    "signal {sig}: stopping (in-flight requests answered, appends synced; a second signal exits at once)"
+                );
                 stop.store(true, Ordering::Relaxed);
+                // A stop that hangs (a disk that no longer answers) must
+                // not hold the process: past the bound, or at a second
+                // signal, it exits without the clean-stop state, and the
+                // next start recovers as after a crash.
+                std::thread::spawn(|| {
+                    std::thread::sleep(STOP_BOUND);
+                    log::error!(
+                        "not stopped within {} s: exiting without a clean stop",
+                        STOP_BOUND.as_secs()
+                    );
+                    std::process::exit(1);
+                });
+                // SAFETY: as above.
+                unsafe { libc::sigwait(&set, &mut sig) };
+                log::warn!("signal {sig} again: exiting without a clean stop");
+                std::process::exit(1);
             });
             node.join();
             log::info!("stopped");
