@@ -58,6 +58,12 @@ pub enum CleanupPolicy {
 }
 
 impl CleanupPolicy {
+    /// Whether the topic is compacted (`compact` or `compact,delete`):
+    /// every record needs a key.
+    pub fn compacts(self) -> bool {
+        self != CleanupPolicy::Delete
+    }
+
     fn parse(value: &str) -> Option<CleanupPolicy> {
         let mut parts: Vec<&str> = value.split(',').map(str::trim).collect();
         parts.sort_unstable();

@@ -65,13 +65,15 @@ impl Partition {
     }
 
     /// Validates, appends and (unless `acks == 0`) waits until the batches
-    /// are durable. `max_message_bytes` bounds each batch.
+    /// are durable. `max_message_bytes` bounds each batch; a `compacted`
+    /// topic refuses records without a key, as Kafka does.
     pub async fn produce(
         self: &Rc<Self>,
         records: Bytes,
         acks: i16,
         max_message_bytes: i32,
         schema: Option<&TableSchema>,
+        compacted: bool,
         cache: &RefCell<TailCache>,
     ) -> ProduceResult {
         let mut batches = split_produced(&records)?;
@@ -87,6 +89,11 @@ impl Partition {
                         self.index
                     ),
                 ));
+            }
+        }
+        if compacted {
+            for (h, b) in &batches {
+                self.check_keys(h, b)?;
             }
         }
         if let Some(schema) = schema.filter(|s| s.keeps_records()) {
@@ -144,6 +151,33 @@ impl Partition {
             batches = rows;
         }
         self.append(&batches, acks, cache).await
+    }
+
+    /// A compacted topic keeps the latest record per key, so a record
+    /// without one is refused (INVALID_RECORD, Kafka's own message).
+    fn check_keys(&self, h: &BatchHeader, batch: &Bytes) -> Result<(), KafkaError> {
+        let records =
+            weir_storage::records::batch_records(batch, h, crate::table::MAX_DECOMPRESSED)
+                .map_err(|e| {
+                    KafkaError::new(
+                        ErrorCode::CorruptMessage,
+                        format!("{}-{}: {e}", self.topic, self.index),
+                    )
+                })?;
+        match records.iter().position(|r| r.key.is_none()) {
+            None => Ok(()),
+            Some(i) => {
+                let mut e = KafkaError::new(
+                    ErrorCode::InvalidRecord,
+                    format!(
+                        "Compacted topic cannot accept message without key in topic partition {}-{}.",
+                        self.topic, self.index
+                    ),
+                );
+                e.record_index = Some(i as i32);
+                Err(e)
+            }
+        }
     }
 
     async fn append(

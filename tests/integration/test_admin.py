@@ -157,6 +157,15 @@ def test_cleanup_policy_compact_keeps_every_record(make_node):
         for t in ("kept", "aged"):
             p.produce(t, key=f"k{i % 10}", value=b"x" * 500)
         p.flush(10)  # one batch per record: many small segments
+    # A compacted topic keeps the latest record per key: one without a key
+    # is refused, as Kafka refuses it, and nothing is written.
+    from confluent_kafka import KafkaError
+    errors = []
+    p.produce("kept", value=b"no key", on_delivery=lambda e, m: errors.append(e))
+    assert p.flush(10) == 0
+    assert [e.code() for e in errors] == [KafkaError.INVALID_RECORD], errors
+    # The reason goes back in the produce response (v8+) and to the log.
+    assert n.await_log("Compacted topic cannot accept message without key in topic partition kept-0")
     c = Consumer({"bootstrap.servers": n.bootstrap, "group.id": "policy"})
 
     def low(topic):

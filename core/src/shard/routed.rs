@@ -163,7 +163,9 @@ impl Shard {
             let topic = catalog.topic(&p.topic);
             let max = topic.map_or(i32::MAX, |t| t.config.max_message_bytes);
             let schema = topic.and_then(|t| t.schema.as_ref());
-            p.produce(records, acks, max, schema, &s.cache).await
+            let compacted = topic.is_some_and(|t| t.config.cleanup_policy.compacts());
+            p.produce(records, acks, max, schema, compacted, &s.cache)
+                .await
         })
         .await
     }
