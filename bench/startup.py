@@ -1,12 +1,13 @@
 """Time from a broker's start to its first answer.
 
-    .venv/bin/python bench/startup.py --addr 127.0.0.1:9092 [--rounds 3] -- COMMAND ARGS...
+    .venv/bin/python bench/startup.py --addr 127.0.0.1:9092 [--rounds 3] [--kill] -- COMMAND ARGS...
 
 Starts COMMAND (a broker in the foreground), asks ADDR for cluster metadata
 every 5 ms over a plain socket (Metadata v4 with no topics: what a client's
 bootstrap needs), and prints the time from the spawn to the first answer
 that lists a broker. The broker is then stopped with SIGTERM (waited for,
-up to 60 s) and started again, --rounds times: the first round of a fresh
+up to 60 s; with --kill, SIGKILL: the next start recovers as after a
+crash) and started again, --rounds times: the first round of a fresh
 data directory includes its creation, the later ones a start over what the
 earlier rounds left. For Kafka, COMMAND is `bench/kafka.sh start ...
 --foreground` (the script resolves nothing again once its classpath file
@@ -45,6 +46,7 @@ def main():
     ap.add_argument("--addr", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--kill", action="store_true", help="stop with SIGKILL, not SIGTERM")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -70,7 +72,7 @@ def main():
             print(f"round {r}: first answer after {ms:.0f} ms", flush=True)
         finally:
             try:
-                os.killpg(p.pid, signal.SIGTERM)
+                os.killpg(p.pid, signal.SIGKILL if a.kill else signal.SIGTERM)
             except ProcessLookupError:
                 pass
             try:

@@ -244,6 +244,7 @@ impl PartitionLog {
                     );
                     for &later in &bases[i + 1..] {
                         let _ = std::fs::remove_file(log_path(dir, later));
+                        let _ = std::fs::remove_file(crate::segment::clean_path(dir, later));
                     }
                     segments.insert(base, seg);
                     break;
