@@ -68,14 +68,10 @@ pub fn clean_path(dir: &Path, base: i64) -> PathBuf {
 /// The first bytes of a clean-stop state file (its format's version).
 const CLEAN_MAGIC: &[u8; 8] = b"weirCLN1";
 
-/// What a clean-stop state file records.
+/// What a clean-stop state file records: what index files would, and the
+/// partition's producers.
 struct CleanState {
-    size: u64,
-    next_offset: i64,
-    max_timestamp: i64,
-    max_timestamp_offset: i64,
-    index: OffsetIndex,
-    time_index: TimeIndex,
+    indexes: SegmentIndexes,
     producers: ProducerStates,
 }
 
@@ -106,19 +102,21 @@ impl CleanState {
             return None;
         }
         Some(CleanState {
-            size,
-            next_offset,
-            max_timestamp,
-            max_timestamp_offset,
-            index: OffsetIndex::decode(parts[0], size)?,
-            time_index: TimeIndex::decode(parts[1])?,
+            indexes: SegmentIndexes {
+                size,
+                next_offset,
+                max_timestamp,
+                max_timestamp_offset,
+                index: OffsetIndex::decode(parts[0], size)?,
+                time_index: TimeIndex::decode(parts[1])?,
+            },
             producers: ProducerStates::decode(parts[2])?,
         })
     }
 }
 
-/// What a sealed segment's index files record.
-struct SealedIndexes {
+/// What a sealed segment's index files record (and a clean stop's state).
+struct SegmentIndexes {
     size: u64,
     next_offset: i64,
     max_timestamp: i64,
@@ -299,12 +297,7 @@ impl Segment {
         };
         match clean {
             Some(state) => {
-                seg.size = state.size;
-                seg.next_offset = state.next_offset;
-                seg.max_timestamp = state.max_timestamp;
-                seg.max_timestamp_offset = state.max_timestamp_offset;
-                seg.index = state.index;
-                seg.time_index = state.time_index;
+                seg.take_indexes(state.indexes);
                 if let Some(p) = producers {
                     *p = state.producers;
                 }
@@ -410,16 +403,17 @@ impl Segment {
             );
             return Ok(None);
         };
-        if state.size > file_size || state.next_offset < self.base {
+        let (size, next_offset) = (state.indexes.size, state.indexes.next_offset);
+        if size > file_size || next_offset < self.base {
             log::warn!(
                 "{}: the clean-stop state disagrees with the segment; scanning it",
                 path.display()
             );
             return Ok(None);
         }
-        if state.size < file_size {
-            let probe = (file_size - state.size).min(4096) as usize;
-            let after = self.file.read_at(state.size, probe).await.map_err(|e| {
+        if size < file_size {
+            let probe = (file_size - size).min(4096) as usize;
+            let after = self.file.read_at(size, probe).await.map_err(|e| {
                 StorageError::io(
                     format!("reading {}", log_path(&self.dir, self.base).display()),
                     e,
@@ -442,25 +436,30 @@ impl Segment {
         self.indexes(file_size, expected_end)
             .map(|found| {
                 let size = found.size;
-                self.size = size;
+                self.take_indexes(found);
                 self.durable_size = size;
                 self.prepared_size = size;
                 self.allocated = size;
                 self.zeroed = size;
                 self.staged = Staging::at(align_down(size));
-                self.next_offset = found.next_offset;
-                self.index = found.index;
-                self.time_index = found.time_index;
-                self.max_timestamp = found.max_timestamp;
-                self.max_timestamp_offset = found.max_timestamp_offset;
                 self.sealed = true;
             })
             .is_some()
     }
 
+    /// Takes the segment's size, end and indexes as recorded.
+    fn take_indexes(&mut self, found: SegmentIndexes) {
+        self.size = found.size;
+        self.next_offset = found.next_offset;
+        self.index = found.index;
+        self.time_index = found.time_index;
+        self.max_timestamp = found.max_timestamp;
+        self.max_timestamp_offset = found.max_timestamp_offset;
+    }
+
     /// A sealed segment's index files, if present and they agree with the
     /// file.
-    fn indexes(&self, file_size: u64, expected_end: Option<i64>) -> Option<SealedIndexes> {
+    fn indexes(&self, file_size: u64, expected_end: Option<i64>) -> Option<SegmentIndexes> {
         let idx = std::fs::read(index_path(&self.dir, self.base)).ok()?;
         let tidx = std::fs::read(time_index_path(&self.dir, self.base)).ok()?;
         if idx.len() < 16 || tidx.len() < 16 {
@@ -478,7 +477,7 @@ impl Segment {
         }
         let index = OffsetIndex::decode(&idx[16..], size)?;
         let time_index = TimeIndex::decode(&tidx[16..])?;
-        Some(SealedIndexes {
+        Some(SegmentIndexes {
             size,
             next_offset,
             max_timestamp: max_ts,
