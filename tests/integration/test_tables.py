@@ -188,6 +188,10 @@ def test_sql_insert_and_delete_write_records(node):
         ("DELETE FROM people WHERE id = 1 AND name = 'ann'", "names rows by their key (id) only, not name"),
         ("DELETE FROM people", "needs WHERE naming its key (id)"),
         ("DELETE FROM people WHERE id > 3", "compared to constants"),
+        # Combinations are bounded: 400 x 400 keys would be 160,000 rows.
+        ("DELETE FROM people WHERE id IN (%s) AND id IN (%s)" % (",".join(map(str, range(400))),
+                                                               ",".join(map(str, range(400)))),
+         "DELETE names at most 100000 rows a statement"),
     ]:
         status, body = sql(node, bad)
         assert status == 400 and why in body["error"], (bad, body)

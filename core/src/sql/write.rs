@@ -29,6 +29,10 @@ use crate::table::row::{check_record, convert, object_bytes, to_row, Incoming};
 use crate::table::schema::{parse_bytes, parse_timestamp, ColumnType, TableSchema};
 use weir_storage::records::{build_stamped_batch, Header, Producer};
 
+/// The most rows one DELETE may name: `a IN (...) AND b IN (...)` names
+/// every combination, so a short statement could otherwise name billions.
+const MAX_DELETE_ROWS: usize = 100_000;
+
 /// One record a statement writes.
 struct Record {
     partition: Option<i32>,
@@ -188,10 +192,22 @@ fn key_sets(e: &Expr) -> SqlResult<Vec<BTreeMap<String, Value>>> {
             BinaryOperator::Or => {
                 let mut out = key_sets(left)?;
                 out.extend(key_sets(right)?);
+                if out.len() > MAX_DELETE_ROWS {
+                    return Err(format!(
+                        "DELETE names at most {MAX_DELETE_ROWS} rows a statement"
+                    ));
+                }
                 Ok(out)
             }
             BinaryOperator::And => {
                 let (l, r) = (key_sets(left)?, key_sets(right)?);
+                if l.len().saturating_mul(r.len()) > MAX_DELETE_ROWS {
+                    return Err(format!(
+                        "DELETE names at most {MAX_DELETE_ROWS} rows a statement; this WHERE names {} × {}",
+                        l.len(),
+                        r.len()
+                    ));
+                }
                 let mut out = Vec::with_capacity(l.len() * r.len());
                 for a in &l {
                     for b in &r {
@@ -226,6 +242,11 @@ fn key_sets(e: &Expr) -> SqlResult<Vec<BTreeMap<String, Value>>> {
             negated: false,
         } => {
             let col = column_name(expr).ok_or_else(unsupported)?;
+            if list.len() > MAX_DELETE_ROWS {
+                return Err(format!(
+                    "DELETE names at most {MAX_DELETE_ROWS} rows a statement"
+                ));
+            }
             list.iter()
                 .map(|v| Ok(BTreeMap::from([(col.clone(), const_value(v)?)])))
                 .collect()
