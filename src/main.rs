@@ -121,6 +121,15 @@ struct ServeArgs {
     /// How often retention runs, in milliseconds.
     #[arg(env = "WEIR_RETENTION_CHECK_MS", long, default_value_t = 30_000)]
     retention_check_ms: u64,
+    /// How often each shard looks for compacted partitions due a cleaning
+    /// pass, in milliseconds (Kafka's log.cleaner.backoff.ms).
+    #[arg(env = "WEIR_COMPACTION_CHECK_MS", long, default_value_t = 15_000)]
+    compaction_check_ms: u64,
+    /// Bytes of keys one cleaning pass maps at most, per shard (Kafka's
+    /// log.cleaner.dedupe.buffer.size); a larger dirty section is cleaned
+    /// over several passes.
+    #[arg(env = "WEIR_COMPACTION_MAP_BYTES", long, default_value_t = 64 << 20)]
+    compaction_map_bytes: usize,
     /// The shortest session timeout a group member may ask for (Kafka's
     /// group.min.session.timeout.ms).
     #[arg(
@@ -290,6 +299,8 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.sql_max_scan_bytes = args.sql_max_scan_bytes;
     cfg.spin_before_park = Duration::from_micros(args.spin_before_park_us);
     cfg.retention_check_interval = Duration::from_millis(args.retention_check_ms.max(100));
+    cfg.compaction_check_interval = Duration::from_millis(args.compaction_check_ms.max(100));
+    cfg.compaction_map_bytes = args.compaction_map_bytes.max(1 << 20);
     cfg.groups.min_session_timeout = Duration::from_millis(args.group_min_session_timeout_ms);
     cfg.groups.max_session_timeout = Duration::from_millis(args.group_max_session_timeout_ms);
     cfg.groups.initial_rebalance_delay =

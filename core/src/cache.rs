@@ -10,7 +10,7 @@
 //! batches is evicted: the limit counts batch bytes, and the memory held is
 //! at most a request's worth more per partition.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
@@ -29,6 +29,10 @@ pub struct CachedBatch {
 #[derive(Debug, Default)]
 pub struct PartitionCache {
     batches: RefCell<VecDeque<CachedBatch>>,
+    /// Batches dropped here before the shard's FIFO evicted them (they
+    /// are always the oldest): its next entries for this partition are
+    /// theirs, and evict nothing more.
+    forgotten: Cell<usize>,
 }
 
 impl PartitionCache {
@@ -69,12 +73,29 @@ impl PartitionCache {
     }
 
     fn pop_front(&self) {
-        self.batches.borrow_mut().pop_front();
+        match self.forgotten.get() {
+            0 => {
+                self.batches.borrow_mut().pop_front();
+            }
+            n => self.forgotten.set(n - 1),
+        }
     }
 
     /// Forgets everything (the log was truncated or deleted).
     pub fn clear(&self) {
-        self.batches.borrow_mut().clear();
+        let mut batches = self.batches.borrow_mut();
+        self.forgotten.set(self.forgotten.get() + batches.len());
+        batches.clear();
+    }
+
+    /// Forgets the batches wholly before `offset` (compaction rewrote
+    /// them: readers get them from the log, cleaned).
+    pub fn forget_below(&self, offset: i64) {
+        let mut batches = self.batches.borrow_mut();
+        while batches.front().is_some_and(|b| b.last_offset < offset) {
+            batches.pop_front();
+            self.forgotten.set(self.forgotten.get() + 1);
+        }
     }
 }
 
@@ -150,5 +171,24 @@ mod tests {
         assert_eq!(a.read(2, 1000, 3).unwrap().len(), 0);
         cache.insert(&a, batch(4, 100));
         assert_eq!(a.read(2, 150, 10).unwrap().len(), 100);
+    }
+
+    #[test]
+    fn forgotten_batches_are_not_evicted_twice() {
+        let mut cache = TailCache::new(300);
+        let a = Rc::new(PartitionCache::default());
+        for base in [0, 2, 4] {
+            cache.insert(&a, batch(base, 100));
+        }
+        a.forget_below(4);
+        assert!(a.read(2, 1000, 10).is_none());
+        assert_eq!(a.read(4, 1000, 10).unwrap().len(), 100);
+        // The FIFO's entries for the forgotten two go without taking 4 or 6.
+        cache.insert(&a, batch(6, 100));
+        cache.insert(&a, batch(8, 100));
+        assert_eq!(a.read(4, 1000, 10).unwrap().len(), 300);
+        a.clear();
+        cache.insert(&a, batch(10, 100));
+        assert_eq!(a.read(10, 1000, 20).unwrap().len(), 100);
     }
 }

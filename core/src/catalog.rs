@@ -34,20 +34,38 @@ pub struct TopicConfig {
     /// `CreateTime`).
     #[serde(default)]
     pub log_append_time: bool,
+    /// Compaction's configs, as Kafka names them (absent from older
+    /// catalogs: Kafka's defaults).
+    #[serde(default = "default_delete_retention_ms")]
+    pub delete_retention_ms: i64,
+    #[serde(default)]
+    pub min_compaction_lag_ms: i64,
+    #[serde(default = "default_max_compaction_lag_ms")]
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`, in millionths.
+    #[serde(default = "default_min_dirty_ratio_ppm")]
+    pub min_cleanable_dirty_ratio_ppm: u32,
     /// Which configs the topic set itself (bit `i`: `CONFIG_NAMES[i]`),
     /// even to their default values: DescribeConfigs reports those as the
     /// topic's own, as Kafka does (absent from older catalogs: none).
     #[serde(default)]
-    pub explicit: u8,
+    pub explicit: u16,
+}
+
+fn default_delete_retention_ms() -> i64 {
+    weir_storage::Compaction::default().delete_retention_ms
+}
+fn default_max_compaction_lag_ms() -> i64 {
+    weir_storage::Compaction::default().max_lag_ms
+}
+fn default_min_dirty_ratio_ppm() -> u32 {
+    weir_storage::Compaction::default().min_dirty_ratio_ppm
 }
 
 /// Kafka's `cleanup.policy`. Old segments go by retention under `delete`
-/// (and `compact,delete`). Under `compact` alone retention deletes nothing:
-/// Kafka keeps at least the latest record of every key. weir does not
-/// compact yet, so such a topic keeps every record: readers see each
-/// update in order and the latest per key wins, as after any compaction
-/// that has not run (Kafka Connect's internal topics and Debezium's need
-/// the policy accepted, not the space saved).
+/// (and `compact,delete`). Under `compact` (and `compact,delete`) the
+/// log is compacted (`weir_storage::log` cleans it: the latest record per
+/// key stays) and, under `compact` alone, retention deletes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CleanupPolicy {
@@ -95,13 +113,17 @@ impl Default for TopicConfig {
             segment_ms: 7 * 24 * 3600 * 1000,
             cleanup_policy: CleanupPolicy::Delete,
             log_append_time: false,
+            delete_retention_ms: default_delete_retention_ms(),
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: default_max_compaction_lag_ms(),
+            min_cleanable_dirty_ratio_ppm: default_min_dirty_ratio_ppm(),
             explicit: 0,
         }
     }
 }
 
 /// The configs DescribeConfigs reports and CreateTopics accepts.
-pub const CONFIG_NAMES: [&str; 7] = [
+pub const CONFIG_NAMES: [&str; 11] = [
     "cleanup.policy",
     "message.timestamp.type",
     "retention.ms",
@@ -109,6 +131,10 @@ pub const CONFIG_NAMES: [&str; 7] = [
     "max.message.bytes",
     "segment.bytes",
     "segment.ms",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio",
 ];
 
 impl TopicConfig {
@@ -125,7 +151,7 @@ impl TopicConfig {
         self.explicit & Self::bit(name) != 0
     }
 
-    fn bit(name: &str) -> u8 {
+    fn bit(name: &str) -> u16 {
         CONFIG_NAMES
             .iter()
             .position(|n| *n == name)
@@ -165,6 +191,14 @@ impl TopicConfig {
             };
             return Ok(());
         }
+        if name == "min.cleanable.dirty.ratio" {
+            let ratio: f64 = value.trim().parse().map_err(|_| bad())?;
+            if !(0.0..=1.0).contains(&ratio) {
+                return Err(expected("a ratio from 0 to 1"));
+            }
+            self.min_cleanable_dirty_ratio_ppm = (ratio * 1e6).round() as u32;
+            return Ok(());
+        }
         let n: i64 = value.trim().parse().map_err(|_| bad())?;
         match name {
             "retention.ms" if n >= -1 => self.retention_ms = n,
@@ -174,6 +208,9 @@ impl TopicConfig {
             }
             "segment.bytes" if n >= 14 => self.segment_bytes = n,
             "segment.ms" if n >= 1 => self.segment_ms = n,
+            "delete.retention.ms" if n >= 0 => self.delete_retention_ms = n,
+            "min.compaction.lag.ms" if n >= 0 => self.min_compaction_lag_ms = n,
+            "max.compaction.lag.ms" if n >= 1 => self.max_compaction_lag_ms = n,
             _ => return Err(bad()),
         }
         Ok(())
@@ -200,6 +237,12 @@ impl TopicConfig {
             "max.message.bytes" => self.max_message_bytes.to_string(),
             "segment.bytes" => self.segment_bytes.to_string(),
             "segment.ms" => self.segment_ms.to_string(),
+            "delete.retention.ms" => self.delete_retention_ms.to_string(),
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
+            "min.cleanable.dirty.ratio" => {
+                (self.min_cleanable_dirty_ratio_ppm as f64 / 1e6).to_string()
+            }
             "cleanup.policy" => self.cleanup_policy.name().to_string(),
             "message.timestamp.type" => if self.log_append_time {
                 "LogAppendTime"
@@ -214,12 +257,27 @@ impl TopicConfig {
     pub fn log_config(&self) -> weir_storage::LogConfig {
         // Under `compact` alone retention deletes nothing (see CleanupPolicy).
         let keep_all = self.cleanup_policy == CleanupPolicy::Compact;
+        let compaction = self
+            .cleanup_policy
+            .compacts()
+            .then_some(weir_storage::Compaction {
+                delete_retention_ms: self.delete_retention_ms,
+                min_lag_ms: self.min_compaction_lag_ms,
+                max_lag_ms: self.max_compaction_lag_ms,
+                min_dirty_ratio_ppm: self.min_cleanable_dirty_ratio_ppm,
+            });
         weir_storage::LogConfig {
             segment_bytes: self.segment_bytes.max(1) as u64,
-            segment_ms: self.segment_ms,
+            // As Kafka: the active segment is never cleaned, so a compacted
+            // topic rolls it by `max.compaction.lag.ms` too.
+            segment_ms: match compaction {
+                Some(c) => self.segment_ms.min(c.max_lag_ms),
+                None => self.segment_ms,
+            },
             retention_ms: if keep_all { -1 } else { self.retention_ms },
             retention_bytes: if keep_all { -1 } else { self.retention_bytes },
             log_append_time: self.log_append_time,
+            compaction,
         }
     }
 }
@@ -458,6 +516,51 @@ mod tests {
         let c: TopicConfig = serde_json::from_str(old).unwrap();
         assert_eq!(c.cleanup_policy, CleanupPolicy::Delete);
         assert!(!c.log_append_time);
+    }
+
+    #[test]
+    fn compaction_configs() {
+        let mut c = TopicConfig::default();
+        assert_eq!(c.log_config().compaction, None);
+        assert_eq!(c.get("min.cleanable.dirty.ratio").unwrap(), "0.5");
+        assert_eq!(c.get("delete.retention.ms").unwrap(), "86400000");
+        c.set("cleanup.policy", "compact").unwrap();
+        c.set("min.cleanable.dirty.ratio", "0.01").unwrap();
+        c.set("delete.retention.ms", "100").unwrap();
+        c.set("max.compaction.lag.ms", "60000").unwrap();
+        c.set("min.compaction.lag.ms", "5").unwrap();
+        assert_eq!(c.get("min.cleanable.dirty.ratio").unwrap(), "0.01");
+        let l = c.log_config();
+        let k = l.compaction.unwrap();
+        assert_eq!(
+            (
+                k.delete_retention_ms,
+                k.min_lag_ms,
+                k.max_lag_ms,
+                k.min_dirty_ratio_ppm
+            ),
+            (100, 5, 60000, 10_000)
+        );
+        // The active segment rolls by the max lag.
+        assert_eq!(l.segment_ms, 60000);
+        for (name, bad) in [
+            ("min.cleanable.dirty.ratio", "1.5"),
+            ("min.cleanable.dirty.ratio", "x"),
+            ("delete.retention.ms", "-1"),
+            ("max.compaction.lag.ms", "0"),
+        ] {
+            let e = c.set(name, bad).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidConfig, "{name}={bad}");
+        }
+        assert!(c.is_set("min.cleanable.dirty.ratio"));
+        c.reset("min.cleanable.dirty.ratio").unwrap();
+        assert_eq!(c.min_cleanable_dirty_ratio_ppm, 500_000);
+        assert!(!c.is_set("min.cleanable.dirty.ratio"));
+        // Older catalogs read with Kafka's defaults.
+        let old = r#"{"retention_ms":1,"retention_bytes":-1,"max_message_bytes":10,"segment_bytes":100,"segment_ms":5,"explicit":3}"#;
+        let c: TopicConfig = serde_json::from_str(old).unwrap();
+        assert_eq!(c.max_compaction_lag_ms, i64::MAX);
+        assert_eq!(c.delete_retention_ms, 86_400_000);
     }
 
     #[test]

@@ -45,6 +45,12 @@ pub struct NodeConfig {
     pub flushes_in_flight: usize,
     /// How often each shard applies retention.
     pub retention_check_interval: Duration,
+    /// How often each shard looks for compacted partitions due a cleaning
+    /// pass (Kafka's `log.cleaner.backoff.ms`).
+    pub compaction_check_interval: Duration,
+    /// Bytes of keys a cleaning pass maps at most (one pass at a time per
+    /// shard; a larger dirty section is cleaned over several passes).
+    pub compaction_map_bytes: usize,
     /// The node id clients see (the one broker, unless `shard_port_base`).
     pub node_id: i32,
     /// `--shard-ports BASE`: shard `i` also listens on port `BASE + i` and
@@ -132,6 +138,8 @@ impl NodeConfig {
             mesh_capacity: 1024,
             flushes_in_flight: 2,
             retention_check_interval: Duration::from_secs(30),
+            compaction_check_interval: Duration::from_secs(15),
+            compaction_map_bytes: 64 << 20,
             node_id: 0,
             shard_port_base: None,
             producer_expiry: Duration::from_secs(24 * 3600),

@@ -26,7 +26,7 @@ pub mod cache;
 pub mod catalog;
 pub mod clock;
 pub mod config;
-pub mod crash_point;
+pub use weir_storage::crash_point;
 pub mod error;
 pub mod groups;
 pub mod latency;

@@ -91,7 +91,10 @@ impl Partition {
                 ));
             }
         }
-        if compacted {
+        // A keyed table's rows take their keys from their columns, so its
+        // producers need not key their records.
+        let rows_keyed = schema.is_some_and(|s| s.is_keyed() && !s.keeps_records());
+        if compacted && !rows_keyed {
             for (h, b) in &batches {
                 self.check_keys(h, b)?;
             }

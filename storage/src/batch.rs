@@ -20,6 +20,9 @@ pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
 pub const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 pub const ATTR_TRANSACTIONAL: i16 = 0x10;
 pub const ATTR_CONTROL: i16 = 0x20;
+/// KIP-534: the batch's base timestamp is the time its tombstones may be
+/// removed (set by compaction; record timestamps stay relative to it).
+pub const ATTR_DELETE_HORIZON: i16 = 0x40;
 
 /// Why a produced batch was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

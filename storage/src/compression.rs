@@ -30,6 +30,46 @@ pub fn decompress(codec: i16, data: &[u8], limit: usize) -> Result<Vec<u8>, Stri
     }
 }
 
+/// Compresses `data` with `codec` the way Kafka's Java client does (the
+/// cleaner recompresses a batch it kept part of with the batch's own
+/// codec): gzip, snappy in xerial framing, an lz4 frame of independent
+/// blocks (Kafka's `KafkaLZ4BlockInputStream` reads no other kind), zstd.
+pub fn compress(codec: i16, data: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Write;
+    match codec {
+        NONE => Ok(data.to_vec()),
+        GZIP => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(data).map_err(|e| format!("gzip: {e}"))?;
+            e.finish().map_err(|e| format!("gzip: {e}"))
+        }
+        SNAPPY => {
+            // Magic, version 1, compatible version 1, then blocks of at
+            // most 32 KiB of input, each prefixed by its compressed length.
+            let mut out = XERIAL_MAGIC.to_vec();
+            out.extend([0, 0, 0, 1, 0, 0, 0, 1]);
+            let mut enc = snap::raw::Encoder::new();
+            for block in data.chunks(32 << 10) {
+                let b = enc
+                    .compress_vec(block)
+                    .map_err(|e| format!("snappy: {e}"))?;
+                out.extend((b.len() as u32).to_be_bytes());
+                out.extend(b);
+            }
+            Ok(out)
+        }
+        LZ4 => {
+            let info = lz4_flex::frame::FrameInfo::new()
+                .block_mode(lz4_flex::frame::BlockMode::Independent);
+            let mut e = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
+            e.write_all(data).map_err(|e| format!("lz4: {e}"))?;
+            e.finish().map_err(|e| format!("lz4: {e}"))
+        }
+        ZSTD => zstd::bulk::compress(data, 3).map_err(|e| format!("zstd: {e}")),
+        other => Err(format!("unknown compression codec {other}")),
+    }
+}
+
 fn read_bounded(r: impl Read, limit: usize, what: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     r.take(limit as u64 + 1)
@@ -114,6 +154,14 @@ mod tests {
             );
             let err = decompress(codec, bytes, 1000).unwrap_err();
             assert!(err.contains("more than 1000 bytes"), "codec {codec}: {err}");
+        }
+        for codec in [NONE, GZIP, SNAPPY, LZ4, ZSTD] {
+            let packed = compress(codec, &data).unwrap();
+            assert_eq!(
+                decompress(codec, &packed, 1 << 20).unwrap(),
+                data,
+                "{codec}"
+            );
         }
         assert!(decompress(7, b"x", 10).is_err());
         assert!(decompress(GZIP, b"not gzip", 10).is_err());

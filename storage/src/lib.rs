@@ -10,6 +10,7 @@
 //! - [`segment`]: one segment file, written with O_DIRECT on io_uring.
 //! - [`log`]: a partition's segments, appends, group commit, reads, retention.
 //! - [`producer_state`]: idempotent producers' sequence numbers per partition.
+//! - [`crash_point`]: named points where a test makes the node abort.
 //!
 //! Invariant: only the shard that owns a partition touches its files; every
 //! type here is `!Send` and lives on that shard.
@@ -17,6 +18,7 @@
 pub mod batch;
 pub mod chunks;
 pub mod compression;
+pub mod crash_point;
 pub mod dma_copy;
 pub mod durable;
 pub mod index;
@@ -28,7 +30,7 @@ pub mod segment;
 pub mod testing;
 
 pub use chunks::Chunks;
-pub use log::{Appended, FlushTimes, LogConfig, PartitionLog, ReadResult};
+pub use log::{Appended, Cleaned, Compaction, FlushTimes, LogConfig, PartitionLog, ReadResult};
 
 /// The size and free space of the file system holding `dir` (bytes):
 /// (total, usable by an unprivileged writer).

@@ -61,6 +61,14 @@ pub struct ShardStats {
     /// Jobs this shard sent to another shard (`invoke_on`): the cross-core
     /// hops its requests cost.
     pub hops_sent: std::cell::Cell<u64>,
+    /// Cleaning passes of compacted partitions that rewrote something,
+    /// the bytes they read and wrote, the records they removed, and the
+    /// passes that failed.
+    pub compactions: std::cell::Cell<u64>,
+    pub compacted_bytes_in: std::cell::Cell<u64>,
+    pub compacted_bytes_out: std::cell::Cell<u64>,
+    pub compacted_records_removed: std::cell::Cell<u64>,
+    pub compaction_errors: std::cell::Cell<u64>,
     /// How long produce requests, flush writes and syncs take here.
     pub latency: Rc<crate::latency::Latencies>,
 }
@@ -76,6 +84,11 @@ pub struct ShardReport {
     pub fetch_parts: u64,
     pub connections: u64,
     pub hops_sent: u64,
+    pub compactions: u64,
+    pub compacted_bytes_in: u64,
+    pub compacted_bytes_out: u64,
+    pub compacted_records_removed: u64,
+    pub compaction_errors: u64,
     pub cache_bytes: usize,
     /// Times the watchdog found this shard asleep past its heartbeat and
     /// woke it (a lost wake-up; see `watchdog`).
@@ -164,6 +177,11 @@ impl Shard {
             fetch_parts: self.stats.fetch_parts.get(),
             connections: self.stats.connections.get(),
             hops_sent: self.stats.hops_sent.get(),
+            compactions: self.stats.compactions.get(),
+            compacted_bytes_in: self.stats.compacted_bytes_in.get(),
+            compacted_bytes_out: self.stats.compacted_bytes_out.get(),
+            compacted_records_removed: self.stats.compacted_records_removed.get(),
+            compaction_errors: self.stats.compaction_errors.get(),
             cache_bytes: self.cache.borrow().bytes(),
             lost_wakeups: self.hearts.woken(self.id),
             latency_us: self.stats.latency.report(),
@@ -352,6 +370,56 @@ impl Shard {
                     p.index,
                     p.log.log_start()
                 );
+            }
+        }
+    }
+
+    /// Runs a cleaning pass on each compacted partition of this shard that
+    /// is due one (`weir_storage::log`'s compaction), one at a time.
+    pub async fn compact_all(&self) {
+        let parts: Vec<_> = self
+            .partitions
+            .borrow()
+            .values()
+            .filter(|p| p.log.config().compaction.is_some())
+            .cloned()
+            .collect();
+        let bump = |c: &std::cell::Cell<u64>, n: u64| c.set(c.get() + n);
+        for p in parts {
+            if self.is_stopping() {
+                return;
+            }
+            let started = std::time::Instant::now();
+            match p
+                .log
+                .compact(now_ms(), self.config.compaction_map_bytes)
+                .await
+            {
+                Ok(Some(done)) if done.segments_in > 0 => {
+                    // Cached batches below what was cleaned would show
+                    // readers from the start what compaction removed.
+                    p.cache.forget_below(p.log.cleaned_to());
+                    bump(&self.stats.compactions, 1);
+                    bump(&self.stats.compacted_bytes_in, done.bytes_in);
+                    bump(&self.stats.compacted_bytes_out, done.bytes_out);
+                    bump(&self.stats.compacted_records_removed, done.records_removed);
+                    log::info!(
+                        "{}-{}: compaction rewrote {} segment(s) of {} bytes into {} of {} bytes, {} record(s) removed, in {} ms",
+                        p.topic,
+                        p.index,
+                        done.segments_in,
+                        done.bytes_in,
+                        done.segments_out,
+                        done.bytes_out,
+                        done.records_removed,
+                        started.elapsed().as_millis()
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    bump(&self.stats.compaction_errors, 1);
+                    log::warn!("{}-{}: compaction failed: {e}", p.topic, p.index);
+                }
             }
         }
     }

@@ -369,6 +369,12 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
             k => configs.push((k.replace('_', "."), Some(text))),
         }
     }
+    // A keyed table keeps its latest row per key: its log is compacted
+    // unless the statement says otherwise, so the log and the start-up
+    // that reads it stay proportional to the keys, not the updates.
+    if !primary_key.is_empty() && !configs.iter().any(|(k, _)| k == "cleanup.policy") {
+        configs.push(("cleanup.policy".into(), Some("compact".into())));
+    }
     let topic = NewTopic {
         name: name.clone(),
         partitions,

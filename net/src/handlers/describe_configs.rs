@@ -26,6 +26,7 @@ const SOURCE_DEFAULT: i8 = 5;
 const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
 const TYPE_LIST: i8 = 7;
 
 pub fn handle(
@@ -88,6 +89,7 @@ pub fn handle(
                                         "max.message.bytes" => TYPE_INT,
                                         "cleanup.policy" => TYPE_LIST,
                                         "message.timestamp.type" => TYPE_STRING,
+                                        "min.cleanable.dirty.ratio" => TYPE_DOUBLE,
                                         _ => TYPE_LONG,
                                     })
                                     .with_value(value.map(|v| str(&v)))

@@ -34,6 +34,35 @@ pub struct LogConfig {
     /// Stamp every batch with its append time (Kafka's
     /// `message.timestamp.type=LogAppendTime`).
     pub log_append_time: bool,
+    /// Keep the latest record per key (`cleanup.policy=compact`).
+    pub compaction: Option<Compaction>,
+}
+
+/// How a compacted log is cleaned: Kafka's topic configs of the same names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compaction {
+    /// `delete.retention.ms`: a tombstone stays this long after its
+    /// segment was last written, so readers see it.
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: records newer than this stay as written.
+    pub min_lag_ms: i64,
+    /// `max.compaction.lag.ms`: records older than this are cleaned
+    /// whatever the dirty ratio.
+    pub max_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`, in millionths: clean once the records
+    /// not yet cleaned make at least this share of the cleanable bytes.
+    pub min_dirty_ratio_ppm: u32,
+}
+
+impl Default for Compaction {
+    fn default() -> Self {
+        Compaction {
+            delete_retention_ms: 24 * 3600 * 1000,
+            min_lag_ms: 0,
+            max_lag_ms: i64::MAX,
+            min_dirty_ratio_ppm: 500_000,
+        }
+    }
 }
 
 impl Default for LogConfig {
@@ -44,12 +73,16 @@ impl Default for LogConfig {
             retention_ms: 7 * 24 * 3600 * 1000,
             retention_bytes: -1,
             log_append_time: false,
+            compaction: None,
         }
     }
 }
 
 mod ahead;
 mod append;
+mod compact;
+#[cfg(test)]
+mod compact_tests;
 mod flights;
 mod flush;
 mod flusher;
@@ -65,6 +98,8 @@ pub struct Appended {
     /// The batches' timestamp as stored (the append time for LogAppendTime).
     pub log_append_time: i64,
 }
+
+pub use compact::Cleaned;
 
 /// The answer to a read.
 #[derive(Debug, Clone)]
@@ -181,6 +216,12 @@ pub struct PartitionLog {
     readahead: RefCell<Option<ReadAhead>>,
     /// The flusher tasks and the high watermark's waiters.
     flushers: flusher::Flushers,
+    /// How far compaction has cleaned (kept in `cleaner_path`).
+    cleaner: Cell<compact::CleanerState>,
+    /// A cleaning pass is running (one at a time).
+    compacting: Cell<bool>,
+    /// Closed or destroyed: a cleaning pass still running swaps nothing in.
+    closed: Cell<bool>,
 }
 
 /// Bytes being read ahead: the batches from `offset`, at `pos` in segment
@@ -201,6 +242,8 @@ impl PartitionLog {
     ) -> Result<PartitionLog, StorageError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StorageError::Io(format!("creating {}: {e}", dir.display())))?;
+        // A cleaning pass cut short: finish its swap, or drop its files.
+        compact::finish_interrupted(dir)?;
         let mut bases = Vec::new();
         let entries = std::fs::read_dir(dir)
             .map_err(|e| StorageError::Io(format!("listing {}: {e}", dir.display())))?;
@@ -301,6 +344,9 @@ impl PartitionLog {
             producers: RefCell::new(producers),
             readahead: RefCell::new(None),
             flushers: flusher::Flushers::new(next_offset),
+            cleaner: Cell::new(compact::CleanerState::load(dir)),
+            compacting: Cell::new(false),
+            closed: Cell::new(false),
         })
     }
 
@@ -456,6 +502,7 @@ impl PartitionLog {
     /// it, so the next start loads it instead of scanning the segment.
     /// Nothing may be appended after it.
     pub async fn close(&self) -> Result<(), StorageError> {
+        self.closed.set(true);
         let r = self.flush().await;
         self.publish(r.clone());
         r?;
@@ -474,6 +521,7 @@ impl PartitionLog {
 
     /// Deletes the whole log directory (topic deletion).
     pub fn destroy(&self) {
+        self.closed.set(true);
         if let Err(e) = std::fs::remove_dir_all(&self.dir) {
             log::warn!("removing {}: {e}", self.dir.display());
         }

@@ -57,7 +57,7 @@ impl PartitionLog {
     ) -> Result<ReadResult, StorageError> {
         let mut offset = offset;
         loop {
-            let (file, mut pos, limit, seg_end, hw, start, seg_base) = {
+            let (file, mut pos, limit, seg_end, hw, start, seg_base, is_last) = {
                 let st = self.state.borrow();
                 let (hw, start) = (st.durable_offset, st.log_start);
                 assert!(
@@ -94,6 +94,7 @@ impl PartitionLog {
                     hw,
                     start,
                     seg.base(),
+                    st.segments.range(offset + 1..).next().is_none(),
                 )
             };
             if offset >= seg_end {
@@ -167,6 +168,12 @@ impl PartitionLog {
                         break;
                     }
                     at += h.total_len() as u64;
+                }
+                if whole.is_none() && !is_last {
+                    // Compaction left no batch at or after `offset` in this
+                    // segment: the next one holds what follows.
+                    offset = seg_end;
+                    continue;
                 }
                 batches = whole
                     .ok_or_else(|| {

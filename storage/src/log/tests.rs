@@ -26,7 +26,7 @@ fn tmpdir(name: &str) -> PathBuf {
 
 /// Runs `f` on an executor with a fresh log directory ready for direct
 /// I/O, and removes the directory afterwards.
-fn in_log_dir<F: std::future::Future<Output = ()> + 'static>(
+pub(super) fn in_log_dir<F: std::future::Future<Output = ()> + 'static>(
     name: &str,
     f: impl FnOnce(PathBuf) -> F + Send + 'static,
 ) {

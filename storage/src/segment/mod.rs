@@ -302,7 +302,17 @@ impl Segment {
                     *p = state.producers;
                 }
             }
-            None => seg.scan(file_size, producers, now_ms).await?,
+            None => {
+                seg.scan(file_size, producers, now_ms, is_last).await?;
+                // A compacted segment may have lost its last batches: when
+                // its file holds nothing but whole batches, it ends where
+                // the next segment begins.
+                if let Some(end) = expected_end {
+                    if !is_last && seg.size == file_size && seg.next_offset < end {
+                        seg.next_offset = end;
+                    }
+                }
+            }
         }
         seg.durable_size = seg.size;
         seg.prepared_size = seg.size;
@@ -488,13 +498,19 @@ impl Segment {
     }
 
     /// Reads the whole file, keeping every valid batch in offset order.
-    /// Producer batches found are recorded in `producers`, if given.
+    /// Producer batches found are recorded in `producers`, if given. With
+    /// `dense`, each batch must begin where the one before ended (appends
+    /// make them so); a segment before the last may have gaps, left by
+    /// compaction, so there offsets need only grow.
     async fn scan(
         &mut self,
         file_size: u64,
         mut producers: Option<&mut ProducerStates>,
         now_ms: i64,
+        dense: bool,
     ) -> Result<(), StorageError> {
+        let follows =
+            |h: &BatchHeader, next: i64| h.base_offset == next || (!dense && h.base_offset > next);
         let mut pos = 0u64;
         'outer: while pos < file_size {
             let want = ((file_size - pos) as usize).min(SCAN_CHUNK);
@@ -507,7 +523,7 @@ impl Segment {
             let mut advanced = false;
             for (at, h) in it.by_ref() {
                 let batch = &chunk[at..at + h.total_len()];
-                if h.base_offset != self.next_offset || !crc_ok(batch, &h) {
+                if !follows(&h, self.next_offset) || !crc_ok(batch, &h) {
                     break 'outer;
                 }
                 self.note_batch(&h, pos + at as u64);
@@ -535,7 +551,7 @@ impl Segment {
                     self.file.read_at(start, len as usize).await.map_err(|e| {
                         StorageError::io(format!("scanning segment {}", self.base), e)
                     })?;
-                if h.base_offset != self.next_offset || !crc_ok(&whole, &h) {
+                if !follows(&h, self.next_offset) || !crc_ok(&whole, &h) {
                     break;
                 }
                 self.note_batch(&h, start);
@@ -657,14 +673,7 @@ impl Segment {
         assert!(!self.dirty(), "sealing a segment with unwritten batches");
         let ctx = format!("segment {} in {}", self.base, self.dir.display());
         let (file, size) = (self.file.clone(), self.size);
-        let mut idx = Vec::new();
-        idx.extend_from_slice(&self.size.to_be_bytes());
-        idx.extend_from_slice(&self.next_offset.to_be_bytes());
-        idx.extend_from_slice(&self.index.encode());
-        let mut tidx = Vec::new();
-        tidx.extend_from_slice(&self.max_timestamp.to_be_bytes());
-        tidx.extend_from_slice(&self.max_timestamp_offset.to_be_bytes());
-        tidx.extend_from_slice(&self.time_index.encode());
+        let (idx, tidx) = self.index_files();
         let (idx_path, tidx_path) = (
             index_path(&self.dir, self.base),
             time_index_path(&self.dir, self.base),
@@ -681,6 +690,50 @@ impl Segment {
         }
     }
 
+    /// What the offset and time index files hold: the segment's size and
+    /// end, its largest timestamp, and the sparse indexes.
+    fn index_files(&self) -> (Vec<u8>, Vec<u8>) {
+        let mut idx = Vec::new();
+        idx.extend_from_slice(&self.size.to_be_bytes());
+        idx.extend_from_slice(&self.next_offset.to_be_bytes());
+        idx.extend_from_slice(&self.index.encode());
+        let mut tidx = Vec::new();
+        tidx.extend_from_slice(&self.max_timestamp.to_be_bytes());
+        tidx.extend_from_slice(&self.max_timestamp_offset.to_be_bytes());
+        tidx.extend_from_slice(&self.time_index.encode());
+        (idx, tidx)
+    }
+
+    /// A segment the cleaner writes into `file` (at `cleaned_path`): its
+    /// batches are noted with `push_cleaned` as they are written.
+    pub fn cleaned(dir: &Path, base: i64, file: DmaFile, now_ms: i64) -> Segment {
+        Segment::empty(dir, base, file, now_ms)
+    }
+
+    /// The cleaner wrote a batch at the segment's end.
+    pub fn push_cleaned(&mut self, h: &BatchHeader) {
+        assert!(h.base_offset >= self.next_offset, "offsets must grow");
+        self.note_batch(h, self.size);
+        self.size += h.total_len() as u64;
+    }
+
+    /// The cleaner wrote every batch, durably: the segment covers offsets
+    /// up to `end` (the next segment's base: the last batches may have
+    /// gone) and is sealed. Its index files are written beside the
+    /// cleaned file (`cleaned_path`), under the names the swap gives them.
+    pub async fn finish_cleaned(&mut self, end: i64) -> Result<(), StorageError> {
+        assert!(end >= self.next_offset);
+        self.next_offset = end;
+        self.durable_size = self.size;
+        self.prepared_size = self.size;
+        self.allocated = self.size;
+        self.zeroed = self.size;
+        self.mark_sealed();
+        let (idx, tidx) = self.index_files();
+        write_small_file(&cleaned_path(&index_path(&self.dir, self.base)), idx).await?;
+        write_small_file(&cleaned_path(&time_index_path(&self.dir, self.base)), tidx).await
+    }
+
     /// After `seal_job`: nothing is staged and the segment takes no appends.
     pub fn mark_sealed(&mut self) {
         self.staged = Staging::at(align_down(self.size));
@@ -689,20 +742,79 @@ impl Segment {
 
     /// Removes the segment's files.
     pub fn remove_files(&self) {
-        for p in [
-            log_path(&self.dir, self.base),
-            index_path(&self.dir, self.base),
-            time_index_path(&self.dir, self.base),
-            snapshot_path(&self.dir, self.base),
-            clean_path(&self.dir, self.base),
-        ] {
-            if let Err(e) = std::fs::remove_file(&p) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    log::warn!("removing {}: {e}", p.display());
-                }
+        remove_segment_files(&self.dir, self.base);
+    }
+}
+
+/// Removes the files of the segment at `base`, whichever exist.
+pub fn remove_segment_files(dir: &Path, base: i64) {
+    for p in [
+        log_path(dir, base),
+        index_path(dir, base),
+        time_index_path(dir, base),
+        snapshot_path(dir, base),
+        clean_path(dir, base),
+    ] {
+        if let Err(e) = std::fs::remove_file(&p) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                log::warn!("removing {}: {e}", p.display());
             }
         }
     }
+}
+
+/// Where the cleaner writes the new version of a segment file before it
+/// is swapped in: `path` with `.cleaned` added.
+pub fn cleaned_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".cleaned");
+    PathBuf::from(p)
+}
+
+/// The cleaned segment at `base` that replaces every segment from `base`
+/// up to (not including) `end`, once its name says so: the commit point of
+/// a swap (see `log::compact`).
+pub fn swap_path(dir: &Path, base: i64, end: i64) -> PathBuf {
+    dir.join(format!("{base:020}.{end:020}.swap"))
+}
+
+/// Completes a swap whose cleaned segment is named by `swap_path(dir, base,
+/// end)`: the segments it replaces go, its index files take their names,
+/// then the cleaned file takes the segment's name. Every step may be
+/// repeated, so a start-up after a crash anywhere in it finishes it.
+pub fn complete_swap(dir: &Path, base: i64, end: i64) -> Result<(), StorageError> {
+    let io = |what: &str, p: &Path, e: std::io::Error| {
+        StorageError::Io(format!("{what} {}: {e}", p.display()))
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| io("listing", dir, e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let replaced = name
+            .to_string_lossy()
+            .strip_suffix(".log")
+            .and_then(|stem| stem.parse::<i64>().ok())
+            .filter(|b| *b > base && *b < end);
+        if let Some(b) = replaced {
+            remove_segment_files(dir, b);
+        }
+    }
+    if crate::crash_point::reached("compaction-replaced") {
+        return Err(StorageError::Io("stopped at a crash point".into()));
+    }
+    for path in [index_path(dir, base), time_index_path(dir, base)] {
+        let cleaned = cleaned_path(&path);
+        match std::fs::rename(&cleaned, &path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("renaming", &cleaned, e)),
+        }
+    }
+    let swap = swap_path(dir, base, end);
+    std::fs::rename(&swap, log_path(dir, base)).map_err(|e| io("renaming", &swap, e))?;
+    // A stale clean-stop state or snapshot of the old file must not be
+    // taken for the new one's.
+    let _ = std::fs::remove_file(clean_path(dir, base));
+    sync_dir(dir)
 }
 
 /// Prepares this thread's io_uring for direct I/O under `dir`, and checks
