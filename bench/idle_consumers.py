@@ -7,18 +7,13 @@ empty topic; the node's CPU time (utime + stime from /proc) over the window
 is reported as a fraction of one core.
 """
 import argparse
-import os
 import threading
 import time
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from proc_cpu import cpu_seconds
 
 
 def main():

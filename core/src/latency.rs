@@ -76,6 +76,16 @@ pub struct Histograms {
     flush_wait: Histogram<u64>,
 }
 
+impl std::fmt::Debug for Histograms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Histograms")
+            .field("produce", &self.produce.len())
+            .field("flush_write", &self.flush_write.len())
+            .field("flush_wait", &self.flush_wait.len())
+            .finish()
+    }
+}
+
 impl Default for Histograms {
     fn default() -> Self {
         Histograms {
@@ -94,6 +104,22 @@ impl Histograms {
             .add(&other.flush_write)
             .expect("same bounds");
         self.flush_wait.add(&other.flush_wait).expect("same bounds");
+    }
+
+    /// One histogram (0: produce, 1: flush write, 2: flush wait) over
+    /// `bounds` (seconds, ascending) for Prometheus: its sum (seconds), its
+    /// count, and each bucket's own count, the last past every bound.
+    pub fn buckets(&self, which: usize, bounds: &[f64]) -> (f64, u64, Vec<(f64, u64)>) {
+        let h = [&self.produce, &self.flush_write, &self.flush_wait][which];
+        let mut out = Vec::with_capacity(bounds.len() + 1);
+        let mut below = 0u64;
+        for &b in bounds {
+            let upto = h.count_between(0, (b * 1e6) as u64);
+            out.push((b, upto - below));
+            below = upto;
+        }
+        out.push((f64::MAX, h.len() - below));
+        (h.mean() * h.len() as f64 / 1e6, h.len(), out)
     }
 
     pub fn report(&self) -> LatencyReport {

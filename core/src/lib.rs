@@ -31,6 +31,7 @@ pub mod error;
 pub mod groups;
 pub mod latency;
 pub mod listeners;
+pub mod metrics;
 pub mod partition;
 pub mod partitioner;
 pub mod producer_ids;

@@ -4,7 +4,7 @@
 //! the watermark; a fetch reads, or waits for it to move. Lives on the
 //! shard that owns it; never crosses cores.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -43,6 +43,23 @@ pub struct Partition {
     pub index: i32,
     pub log: Rc<PartitionLog>,
     pub cache: Rc<PartitionCache>,
+    pub counters: PartitionCounters,
+}
+
+/// What a partition took in and served since start (for `/metrics`).
+#[derive(Debug, Default)]
+pub struct PartitionCounters {
+    /// Bytes of batches appended, as stored, and their records.
+    pub bytes_in: Cell<u64>,
+    pub records_in: Cell<u64>,
+    /// Bytes of batches read (fetches, SQL scans), and where from.
+    pub bytes_out: Cell<u64>,
+    pub cache_hits: Cell<u64>,
+    pub cache_misses: Cell<u64>,
+}
+
+fn bump(c: &Cell<u64>, n: u64) {
+    c.set(c.get() + n);
 }
 
 impl Partition {
@@ -61,6 +78,7 @@ impl Partition {
             index,
             log: Rc::new(log),
             cache: Rc::new(PartitionCache::default()),
+            counters: PartitionCounters::default(),
         }
     }
 
@@ -199,6 +217,10 @@ impl Partition {
             }
         };
         {
+            for (h, bytes) in &stored {
+                bump(&self.counters.bytes_in, bytes.len() as u64);
+                bump(&self.counters.records_in, h.record_count.max(0) as u64);
+            }
             let mut cache = cache.borrow_mut();
             for (h, bytes) in stored {
                 cache.insert(
@@ -287,10 +309,14 @@ impl Partition {
         }
         if let Some(records) = self.cache.read(offset, max_bytes, upto) {
             if !records.is_empty() {
+                bump(&self.counters.cache_hits, 1);
+                bump(&self.counters.bytes_out, records.len() as u64);
                 return Ok(answer(records));
             }
         }
         let r = self.log.read_below(offset, max_bytes, upto).await?;
+        bump(&self.counters.cache_misses, 1);
+        bump(&self.counters.bytes_out, r.batches.len() as u64);
         Ok(PartitionRead {
             records: r.batches,
             high_watermark: r.high_watermark,

@@ -91,8 +91,12 @@ async fn accept_kafka(
             .connections
             .set(shard.stats.connections.get() + 1);
         let (s, l, tls) = (shard.clone(), live.clone(), tls.clone());
+        let open = &shard.stats.connections_open;
+        open.set(open.get() + 1);
         let handle = glommio::spawn_local(async move {
-            connection::serve(s, stream, tls).await;
+            connection::serve(s.clone(), stream, tls).await;
+            let open = &s.stats.connections_open;
+            open.set(open.get() - 1);
             l.borrow_mut().remove(&id);
             drop(slot);
         })
@@ -168,14 +172,15 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// Writes a JSON response (every response closes its connection).
+/// Writes a response (every response closes its connection).
 async fn write_response<S: AsyncWrite + Unpin>(
     stream: &mut S,
     status: &str,
+    content_type: &str,
     body: &[u8],
 ) -> std::io::Result<()> {
     let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await?;
@@ -188,7 +193,7 @@ async fn respond<S: AsyncWrite + Unpin>(
     status: &str,
     body: &[u8],
 ) -> std::io::Result<()> {
-    write_response(stream, status, body).await?;
+    write_response(stream, status, "application/json", body).await?;
     stream.close().await
 }
 
@@ -220,6 +225,7 @@ async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     // Bytes of a refused body still to come, dropped after the answer.
     let mut unread = 0;
+    let mut content_type = "application/json";
     let (status, body): (&str, Vec<u8>) = match (method, path) {
         ("GET", "/health") => (
             "200 OK",
@@ -235,6 +241,18 @@ async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
             "200 OK",
             serde_json::to_vec(&shard.reports().await).unwrap_or_default(),
         ),
+        ("GET", "/metrics") => {
+            content_type = weir_core::metrics::CONTENT_TYPE;
+            let name = |key: i16| {
+                kafka_protocol::messages::ApiKey::try_from(key)
+                    .map(|k| format!("{k:?}"))
+                    .unwrap_or_else(|_| format!("api_{key}"))
+            };
+            (
+                "200 OK",
+                weir_core::metrics::render(&shard, name).await.into_bytes(),
+            )
+        }
         ("GET", "/stats/latency") => (
             "200 OK",
             serde_json::to_vec(&shard.latency().await).unwrap_or_default(),
@@ -312,7 +330,7 @@ async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
             json_error(&format!("no route for {method} {path}")),
         ),
     };
-    write_response(&mut stream, status, &body).await?;
+    write_response(&mut stream, status, content_type, &body).await?;
     if unread > 0 {
         // Bounded in bytes and in time: a client that trickles its body
         // holds the connection at most about twice DISCARD_TIMEOUT.

@@ -28,6 +28,8 @@ struct Failures {
 #[derive(Default)]
 pub struct Throttle {
     failures: RefCell<HashMap<String, Failures>>,
+    /// Failed sign-ins since start (for `/metrics`).
+    failed_total: std::cell::Cell<u64>,
     /// Per address: sign-ins being checked.
     in_flight: RefCell<HashMap<String, usize>>,
 }
@@ -76,6 +78,7 @@ impl Throttle {
 
     /// Counts a failure from `host` and says how long its answer waits.
     pub fn failed(&self, host: &str) -> Duration {
+        self.failed_total.set(self.failed_total.get() + 1);
         let now = Instant::now();
         let mut all = self.failures.borrow_mut();
         if all.len() >= MAX_ADDRESSES {
@@ -103,6 +106,11 @@ impl Throttle {
     /// A sign-in from `host` worked: its count starts again.
     pub fn succeeded(&self, host: &str) {
         self.failures.borrow_mut().remove(host);
+    }
+
+    /// Failed sign-ins since start.
+    pub fn failed_total(&self) -> u64 {
+        self.failed_total.get()
     }
 }
 

@@ -553,6 +553,22 @@ impl Coordinator {
             .and_then(|g| g.consumer.clone())
     }
 
+    /// Every committed offset of this shard's groups: (group, topic,
+    /// partition, offset).
+    pub fn committed_offsets(&self) -> Vec<(String, String, i32, i64)> {
+        let mut out = Vec::new();
+        for g in self.list() {
+            for (topic, parts) in self.committed(&g.group_id, None) {
+                for (p, c) in parts.into_iter() {
+                    if let Some(c) = c {
+                        out.push((g.group_id.clone(), topic.clone(), p, c.offset));
+                    }
+                }
+            }
+        }
+        out
+    }
+
     pub fn list(&self) -> Vec<ListedGroup> {
         let mut out: Vec<_> = self
             .groups

@@ -69,6 +69,10 @@ pub struct ShardStats {
     pub compacted_bytes_out: std::cell::Cell<u64>,
     pub compacted_records_removed: std::cell::Cell<u64>,
     pub compaction_errors: std::cell::Cell<u64>,
+    /// Kafka connections open now.
+    pub connections_open: std::cell::Cell<u64>,
+    /// Requests by API key: how many and how long (`/metrics`).
+    pub apis: RefCell<std::collections::BTreeMap<i16, crate::metrics::ApiLatency>>,
     /// How long produce requests, flush writes and syncs take here.
     pub latency: Rc<crate::latency::Latencies>,
 }
@@ -89,6 +93,8 @@ pub struct ShardReport {
     pub compacted_bytes_out: u64,
     pub compacted_records_removed: u64,
     pub compaction_errors: u64,
+    pub connections_open: u64,
+    pub sign_in_failures: u64,
     pub cache_bytes: usize,
     /// Times the watchdog found this shard asleep past its heartbeat and
     /// woke it (a lost wake-up; see `watchdog`).
@@ -182,6 +188,8 @@ impl Shard {
             compacted_bytes_out: self.stats.compacted_bytes_out.get(),
             compacted_records_removed: self.stats.compacted_records_removed.get(),
             compaction_errors: self.stats.compaction_errors.get(),
+            connections_open: self.stats.connections_open.get(),
+            sign_in_failures: self.sign_in_throttle.failed_total(),
             cache_bytes: self.cache.borrow().bytes(),
             lost_wakeups: self.hearts.woken(self.id),
             latency_us: self.stats.latency.report(),
@@ -204,6 +212,29 @@ impl Shard {
         let all = (0..self.nr_shards)
             .map(|i| self.send_job(i, |s| async move { s.stats.latency.reset() }));
         join_all(all).await;
+    }
+
+    /// Every shard's part of a `/metrics` scrape, gathered over the mesh
+    /// (hops not counted).
+    pub async fn samples(self: &Rc<Self>) -> Vec<crate::metrics::ShardSample> {
+        let all = (0..self.nr_shards).map(|i| self.send_job(i, |s| async move { s.sample() }));
+        join_all(all).await.into_iter().flatten().collect()
+    }
+
+    /// The partitions this shard owns.
+    pub fn owned_partitions(&self) -> Vec<Rc<Partition>> {
+        self.partitions.borrow().values().cloned().collect()
+    }
+
+    /// A request of API `key` took `elapsed` (from its last byte read to
+    /// its answer ready).
+    pub fn record_request(&self, key: i16, elapsed: std::time::Duration) {
+        self.stats
+            .apis
+            .borrow_mut()
+            .entry(key)
+            .or_default()
+            .record(elapsed.as_secs_f64());
     }
 
     /// Every shard's counters, gathered over the mesh (hops not counted, so

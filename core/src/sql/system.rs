@@ -161,21 +161,8 @@ impl SystemTable {
                 Ok(rows)
             }
             SystemTable::GroupOffsets => {
-                let per_shard = (0..shard.nr_shards).map(|i| {
-                    shard.invoke_on(i, |s| async move {
-                        let mut out = Vec::new();
-                        for g in s.groups.list() {
-                            for (topic, parts) in s.groups.committed(&g.group_id, None) {
-                                for (p, c) in parts {
-                                    if let Some(c) = c {
-                                        out.push((g.group_id.clone(), topic.clone(), p, c.offset));
-                                    }
-                                }
-                            }
-                        }
-                        out
-                    })
-                });
+                let per_shard = (0..shard.nr_shards)
+                    .map(|i| shard.invoke_on(i, |s| async move { s.groups.committed_offsets() }));
                 let mut committed = Vec::new();
                 for part in futures::future::join_all(per_shard).await {
                     committed.extend(part.map_err(node)?);

@@ -43,7 +43,7 @@ use crate::records::read_varlong;
 use crate::segment::{align_down, align_up, cleaned_path, complete_swap, swap_path};
 
 /// Bytes of a segment read at a time while cleaning.
-const CHUNK: usize = 4 << 20;
+const CHUNK: usize = 1 << 20;
 /// Bytes of a new segment written at a time.
 const WRITE_PIECE: usize = 1 << 20;
 /// What one key costs in the map besides its bytes (the table's slot, the
@@ -131,6 +131,15 @@ pub(super) fn finish_interrupted(dir: &Path) -> Result<(), StorageError> {
         );
         complete_swap(dir, base, end)?;
     }
+    // Retired segment files (see `complete_swap`), and their leftovers.
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| StorageError::Io(format!("listing {}: {e}", dir.display())))?;
+    cleaned.extend(
+        entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "deleted")),
+    );
     let mut removed = false;
     for path in cleaned {
         match std::fs::remove_file(&path) {
@@ -146,7 +155,7 @@ pub(super) fn finish_interrupted(dir: &Path) -> Result<(), StorageError> {
     }
     if removed {
         log::info!(
-            "{}: removed a cleaned segment never swapped in",
+            "{}: removed the files a cut-short cleaning pass left",
             dir.display()
         );
         crate::durable::sync_dir(dir)?;
@@ -499,7 +508,9 @@ impl PartitionLog {
                         }
                     }
                 }
-                glommio::yield_if_needed().await;
+                // Requests first: the pass's queue has a tenth of their
+                // share, and its turn ends after each chunk.
+                glommio::executor().yield_task_queue_now().await;
             }
             end = s.end;
         }
@@ -670,7 +681,7 @@ impl PartitionLog {
                     rw.out.drain(&rw.file, false).await?;
                 }
             }
-            glommio::yield_if_needed().await;
+            glommio::executor().yield_task_queue_now().await;
         }
     }
 
@@ -755,7 +766,17 @@ impl PartitionLog {
         if crate::crash_point::reached("compaction-committed") {
             return Err(StorageError::Io("stopped at a crash point".into()));
         }
-        complete_swap(&self.dir, base, end)?;
+        let retired = complete_swap(&self.dir, base, end)?;
+        // Unlinking a large file frees its extents in the syscall: on the
+        // blocking pool, not the shard.
+        let unlink = glommio::executor().spawn_blocking(move || {
+            for p in retired {
+                if let Err(e) = std::fs::remove_file(&p) {
+                    log::warn!("removing {}: {e}", p.display());
+                }
+            }
+        });
+        glommio::spawn_local(unlink).detach();
         let mut st = self.state.borrow_mut();
         for g in group {
             st.segments.remove(&g.base);

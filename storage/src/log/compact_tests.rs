@@ -8,10 +8,10 @@ use std::path::Path;
 
 use bytes::Bytes;
 
+use super::tests::in_log_dir;
 use crate::batch::{split_produced, BatchHeader, BatchIter, ATTR_COMPRESSION_MASK, HEADER_LEN};
 use crate::compression;
 use crate::records::{batch_records, build_stamped_batch, Producer, Stamped};
-use super::tests::in_log_dir;
 
 /// A produced batch of (key, value) records, compressed with `codec`.
 fn keyed(records: &[(&str, Option<&str>)], ts: i64, codec: i16) -> Vec<(BatchHeader, Bytes)> {

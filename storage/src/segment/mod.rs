@@ -778,13 +778,33 @@ pub fn swap_path(dir: &Path, base: i64, end: i64) -> PathBuf {
     dir.join(format!("{base:020}.{end:020}.swap"))
 }
 
+/// A segment file retired by a swap, to be removed (see `complete_swap`).
+pub fn deleted_path(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{base:020}.log.deleted"))
+}
+
 /// Completes a swap whose cleaned segment is named by `swap_path(dir, base,
 /// end)`: the segments it replaces go, its index files take their names,
 /// then the cleaned file takes the segment's name. Every step may be
-/// repeated, so a start-up after a crash anywhere in it finishes it.
-pub fn complete_swap(dir: &Path, base: i64, end: i64) -> Result<(), StorageError> {
+/// repeated, so a start-up after a crash anywhere in it finishes it. The
+/// replaced segment files are renamed `deleted_path` (a rename changes no
+/// extent, so it is quick) and returned: the caller removes them where a
+/// slow unlink of a large file holds nothing up (start-up removes any it
+/// finds).
+pub fn complete_swap(dir: &Path, base: i64, end: i64) -> Result<Vec<PathBuf>, StorageError> {
     let io = |what: &str, p: &Path, e: std::io::Error| {
         StorageError::Io(format!("{what} {}: {e}", p.display()))
+    };
+    let mut retired = Vec::new();
+    let mut retire = |b: i64| -> Result<(), StorageError> {
+        let (from, to) = (log_path(dir, b), deleted_path(dir, b));
+        match std::fs::rename(&from, &to) {
+            Ok(()) => retired.push(to),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("renaming", &from, e)),
+        }
+        remove_segment_files(dir, b);
+        Ok(())
     };
     let entries = std::fs::read_dir(dir).map_err(|e| io("listing", dir, e))?;
     for entry in entries.flatten() {
@@ -795,7 +815,7 @@ pub fn complete_swap(dir: &Path, base: i64, end: i64) -> Result<(), StorageError
             .and_then(|stem| stem.parse::<i64>().ok())
             .filter(|b| *b > base && *b < end);
         if let Some(b) = replaced {
-            remove_segment_files(dir, b);
+            retire(b)?;
         }
     }
     if crate::crash_point::reached("compaction-replaced") {
@@ -810,11 +830,22 @@ pub fn complete_swap(dir: &Path, base: i64, end: i64) -> Result<(), StorageError
         }
     }
     let swap = swap_path(dir, base, end);
+    if swap.exists() {
+        // The old file at `base` is retired like the others (the rename
+        // below would otherwise free its extents in line).
+        let (from, to) = (log_path(dir, base), deleted_path(dir, base));
+        match std::fs::rename(&from, &to) {
+            Ok(()) => retired.push(to),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("renaming", &from, e)),
+        }
+    }
     std::fs::rename(&swap, log_path(dir, base)).map_err(|e| io("renaming", &swap, e))?;
     // A stale clean-stop state or snapshot of the old file must not be
     // taken for the new one's.
     let _ = std::fs::remove_file(clean_path(dir, base));
-    sync_dir(dir)
+    sync_dir(dir)?;
+    Ok(retired)
 }
 
 /// Prepares this thread's io_uring for direct I/O under `dir`, and checks

@@ -1,0 +1,519 @@
+//! `GET /metrics`: the node's metrics in the OpenMetrics text format that
+//! Prometheus scrapes, written by the Prometheus project's Rust client
+//! (`prometheus-client`).
+//!
+//! Nothing is kept for it: a scrape asks every shard for a `ShardSample`
+//! (its counters, its partitions' offsets and sizes, its groups' committed
+//! offsets, its histograms) over the mesh, one hop per shard, and encodes
+//! what comes back. Names follow Prometheus' conventions: `weir_` first,
+//! base units (`_bytes`, `_seconds`), counters ending `_total`.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeCounterValue};
+use prometheus_client::metrics::exemplar::Exemplar;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::latency::Histograms;
+use crate::shard::{Shard, ShardReport};
+
+/// The content type of `GET /metrics`.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Upper bounds (seconds) of the request latency buckets.
+pub const LATENCY_BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// One API's requests on a shard: how many, and how long each took from
+/// its last byte read to its answer ready (a histogram over
+/// `LATENCY_BUCKETS`, the last bucket past them all).
+#[derive(Debug, Clone, Default)]
+pub struct ApiLatency {
+    pub count: u64,
+    pub sum_seconds: f64,
+    pub buckets: [u64; LATENCY_BUCKETS.len() + 1],
+}
+
+impl ApiLatency {
+    pub fn record(&mut self, seconds: f64) {
+        self.count += 1;
+        self.sum_seconds += seconds;
+        let i = LATENCY_BUCKETS.partition_point(|b| *b < seconds);
+        self.buckets[i] += 1;
+    }
+
+    fn add(&mut self, other: &ApiLatency) {
+        self.count += other.count;
+        self.sum_seconds += other.sum_seconds;
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
+            *a += b;
+        }
+    }
+}
+
+/// One partition at a scrape, from its owner.
+#[derive(Debug, Clone)]
+pub struct PartitionSample {
+    pub topic: String,
+    pub partition: i32,
+    pub log_start: i64,
+    pub log_end: i64,
+    pub high_watermark: i64,
+    pub size_bytes: u64,
+    /// Compacted topics only.
+    pub cleaned_to: Option<i64>,
+    pub bytes_in: u64,
+    pub records_in: u64,
+    pub bytes_out: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+}
+
+/// One shard's part of a scrape.
+#[derive(Debug, Clone)]
+pub struct ShardSample {
+    pub report: ShardReport,
+    pub partitions: Vec<PartitionSample>,
+    /// (group, topic, partition, committed offset) of its groups.
+    pub committed: Vec<(String, String, i32, i64)>,
+    pub histograms: Histograms,
+    /// Requests by API key.
+    pub apis: BTreeMap<i16, ApiLatency>,
+    /// Time the shard's executor spent running tasks.
+    pub busy_seconds: f64,
+}
+
+impl Shard {
+    /// This shard's part of a scrape.
+    pub fn sample(&self) -> ShardSample {
+        let partitions = self
+            .owned_partitions()
+            .into_iter()
+            .map(|p| {
+                let c = &p.counters;
+                PartitionSample {
+                    topic: p.topic.clone(),
+                    partition: p.index,
+                    log_start: p.log.log_start(),
+                    log_end: p.log.log_end(),
+                    high_watermark: p.log.high_watermark(),
+                    size_bytes: p.log.size_bytes(),
+                    cleaned_to: p.log.config().compaction.map(|_| p.log.cleaned_to()),
+                    bytes_in: c.bytes_in.get(),
+                    records_in: c.records_in.get(),
+                    bytes_out: c.bytes_out.get(),
+                    cache_hits: c.cache_hits.get(),
+                    cache_misses: c.cache_misses.get(),
+                }
+            })
+            .collect();
+        let committed = self.groups.committed_offsets();
+        ShardSample {
+            report: self.report(),
+            partitions,
+            committed,
+            histograms: self.stats.latency.snapshot(),
+            apis: self.stats.apis.borrow().clone(),
+            busy_seconds: glommio::executor()
+                .executor_stats()
+                .total_runtime()
+                .as_secs_f64(),
+        }
+    }
+}
+
+/// Every shard's sample, encoded: the body of `GET /metrics`. `api_name`
+/// names an API key as Kafka does (`Produce`, `Fetch`, ...).
+pub async fn render(shard: &Rc<Shard>, api_name: fn(i16) -> String) -> String {
+    let samples = shard.samples().await;
+    let (disk_total, disk_free) =
+        weir_storage::disk_space(&shard.config.data_dir).unwrap_or((0, 0));
+    let mut registry = Registry::default();
+    let api_names = samples
+        .iter()
+        .flat_map(|s| s.apis.keys())
+        .map(|k| (*k, api_name(*k)))
+        .collect();
+    registry.register_collector(Box::new(Scrape {
+        samples,
+        api_names,
+        disk_total,
+        disk_free,
+    }));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry)
+        .expect("writing to a String cannot fail");
+    out
+}
+
+#[derive(Debug)]
+struct Scrape {
+    samples: Vec<ShardSample>,
+    api_names: BTreeMap<i16, String>,
+    disk_total: u64,
+    disk_free: u64,
+}
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Writes a gauge family: each sample its labels and value.
+fn gauge(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    samples: impl IntoIterator<Item = (Labels, i64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, unit.as_ref(), MetricType::Gauge)?;
+    for (labels, v) in samples {
+        if labels.is_empty() {
+            m.encode_gauge(&v)?;
+        } else {
+            m.encode_family(&labels)?.encode_gauge(&v)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes a counter family (its name gets `_total`).
+fn counter<V: EncodeCounterValue>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    samples: impl IntoIterator<Item = (Labels, V)>,
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, unit.as_ref(), MetricType::Counter)?;
+    for (labels, v) in samples {
+        m.encode_family(&labels)?
+            .encode_counter::<Labels, V, f64>(&v, None::<&Exemplar<Labels, f64>>)?;
+    }
+    Ok(())
+}
+
+fn shard_label(s: &ShardSample) -> Labels {
+    vec![("shard", s.report.shard.to_string())]
+}
+
+fn partition_labels(p: &PartitionSample) -> Labels {
+    vec![
+        ("topic", p.topic.clone()),
+        ("partition", p.partition.to_string()),
+    ]
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let parts = || self.samples.iter().flat_map(|s| s.partitions.iter());
+        let each = |f: fn(&PartitionSample) -> i64| {
+            parts()
+                .map(move |p| (partition_labels(p), f(p)))
+                .collect::<Vec<_>>()
+        };
+        let each_count = |f: fn(&PartitionSample) -> u64| {
+            parts()
+                .map(move |p| (partition_labels(p), f(p)))
+                .collect::<Vec<_>>()
+        };
+        // Partitions.
+        gauge(
+            &mut enc,
+            "weir_partition_log_start_offset",
+            "The first offset a reader may fetch.",
+            None,
+            each(|p| p.log_start),
+        )?;
+        gauge(
+            &mut enc,
+            "weir_partition_log_end_offset",
+            "The next offset to be assigned.",
+            None,
+            each(|p| p.log_end),
+        )?;
+        gauge(
+            &mut enc,
+            "weir_partition_high_watermark",
+            "Everything below is durable and readable.",
+            None,
+            each(|p| p.high_watermark),
+        )?;
+        gauge(
+            &mut enc,
+            "weir_partition_log_size",
+            "Bytes of the partition's segments.",
+            Some(Unit::Bytes),
+            each(|p| p.size_bytes as i64),
+        )?;
+        gauge(
+            &mut enc,
+            "weir_partition_cleaned_offset",
+            "Compaction has cleaned the log below this offset (compacted topics).",
+            None,
+            parts().filter_map(|p| p.cleaned_to.map(|c| (partition_labels(p), c))),
+        )?;
+        counter(
+            &mut enc,
+            "weir_partition_in",
+            "Bytes of record batches appended (as stored).",
+            Some(Unit::Bytes),
+            each_count(|p| p.bytes_in),
+        )?;
+        counter(
+            &mut enc,
+            "weir_partition_in_records",
+            "Records appended.",
+            None,
+            each_count(|p| p.records_in),
+        )?;
+        counter(
+            &mut enc,
+            "weir_partition_out",
+            "Bytes of record batches read (fetches and SQL scans).",
+            Some(Unit::Bytes),
+            each_count(|p| p.bytes_out),
+        )?;
+        counter(
+            &mut enc,
+            "weir_partition_cache_hits",
+            "Reads served from the tail cache.",
+            None,
+            each_count(|p| p.cache_hits),
+        )?;
+        counter(
+            &mut enc,
+            "weir_partition_cache_misses",
+            "Reads served from the log on disk.",
+            None,
+            each_count(|p| p.cache_misses),
+        )?;
+        // Consumer groups: lag against the high watermark.
+        let hw: BTreeMap<(&str, i32), i64> = parts()
+            .map(|p| ((p.topic.as_str(), p.partition), p.high_watermark))
+            .collect();
+        let committed: Vec<_> = self
+            .samples
+            .iter()
+            .flat_map(|s| s.committed.iter())
+            .collect();
+        let group_labels = |(g, t, p, _): &&(String, String, i32, i64)| -> Labels {
+            vec![
+                ("group", g.clone()),
+                ("topic", t.clone()),
+                ("partition", p.to_string()),
+            ]
+        };
+        gauge(
+            &mut enc,
+            "weir_group_committed_offset",
+            "A group's committed offset.",
+            None,
+            committed.iter().map(|c| (group_labels(c), c.3)),
+        )?;
+        gauge(
+            &mut enc,
+            "weir_group_lag",
+            "Records between a group's committed offset and the high watermark.",
+            None,
+            committed.iter().filter_map(|c| {
+                hw.get(&(c.1.as_str(), c.2))
+                    .map(|hw| (group_labels(c), (hw - c.3).max(0)))
+            }),
+        )?;
+        // Shards.
+        let per_shard = |f: fn(&ShardReport) -> u64| {
+            self.samples
+                .iter()
+                .map(move |s| (shard_label(s), f(&s.report)))
+                .collect::<Vec<_>>()
+        };
+        gauge(
+            &mut enc,
+            "weir_shard_partitions",
+            "Partitions the shard owns.",
+            None,
+            self.samples
+                .iter()
+                .map(|s| (shard_label(s), s.report.partitions as i64)),
+        )?;
+        counter(
+            &mut enc,
+            "weir_requests",
+            "Kafka requests received on the shard's connections.",
+            None,
+            per_shard(|r| r.requests),
+        )?;
+        counter(
+            &mut enc,
+            "weir_partition_appends",
+            "Appends to the shard's partitions (one per partition of a produce).",
+            None,
+            per_shard(|r| r.partition_appends),
+        )?;
+        counter(
+            &mut enc,
+            "weir_connections_accepted",
+            "Kafka connections accepted.",
+            None,
+            per_shard(|r| r.connections),
+        )?;
+        gauge(
+            &mut enc,
+            "weir_connections_open",
+            "Kafka connections open.",
+            None,
+            self.samples
+                .iter()
+                .map(|s| (shard_label(s), s.report.connections_open as i64)),
+        )?;
+        counter(
+            &mut enc,
+            "weir_sign_in_failures",
+            "Failed SASL sign-ins.",
+            None,
+            per_shard(|r| r.sign_in_failures),
+        )?;
+        counter(
+            &mut enc,
+            "weir_cross_shard_hops",
+            "Jobs sent to another shard (the hops requests cost).",
+            None,
+            per_shard(|r| r.hops_sent),
+        )?;
+        gauge(
+            &mut enc,
+            "weir_tail_cache",
+            "Bytes of batches in the shard's tail cache.",
+            Some(Unit::Bytes),
+            self.samples
+                .iter()
+                .map(|s| (shard_label(s), s.report.cache_bytes as i64)),
+        )?;
+        counter(
+            &mut enc,
+            "weir_lost_wakeups",
+            "Times the watchdog woke the shard asleep past its heartbeat.",
+            None,
+            per_shard(|r| r.lost_wakeups),
+        )?;
+        counter(
+            &mut enc,
+            "weir_shard_busy",
+            "Time the shard's executor spent running tasks.",
+            Some(Unit::Seconds),
+            self.samples
+                .iter()
+                .map(|s| (shard_label(s), s.busy_seconds)),
+        )?;
+        counter(
+            &mut enc,
+            "weir_compactions",
+            "Cleaning passes that rewrote segments.",
+            None,
+            per_shard(|r| r.compactions),
+        )?;
+        counter(
+            &mut enc,
+            "weir_compaction_read",
+            "Bytes cleaning passes read.",
+            Some(Unit::Bytes),
+            per_shard(|r| r.compacted_bytes_in),
+        )?;
+        counter(
+            &mut enc,
+            "weir_compaction_written",
+            "Bytes cleaning passes wrote.",
+            Some(Unit::Bytes),
+            per_shard(|r| r.compacted_bytes_out),
+        )?;
+        counter(
+            &mut enc,
+            "weir_compaction_removed_records",
+            "Records cleaning passes removed.",
+            None,
+            per_shard(|r| r.compacted_records_removed),
+        )?;
+        counter(
+            &mut enc,
+            "weir_compaction_errors",
+            "Cleaning passes that failed.",
+            None,
+            per_shard(|r| r.compaction_errors),
+        )?;
+        // The data directory's file system.
+        gauge(
+            &mut enc,
+            "weir_data_dir_free",
+            "Bytes free to the node in the data directory's file system.",
+            Some(Unit::Bytes),
+            [(Labels::new(), self.disk_free as i64)],
+        )?;
+        gauge(
+            &mut enc,
+            "weir_data_dir_size",
+            "Bytes of the data directory's file system.",
+            Some(Unit::Bytes),
+            [(Labels::new(), self.disk_total as i64)],
+        )?;
+        // Histograms: requests by API, then the produce path's.
+        let mut apis: BTreeMap<i16, ApiLatency> = BTreeMap::new();
+        for s in &self.samples {
+            for (k, a) in &s.apis {
+                apis.entry(*k).or_default().add(a);
+            }
+        }
+        let mut m = enc.encode_descriptor(
+            "weir_request_duration",
+            "Kafka requests by API: from the last byte read to the answer ready.",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for (key, a) in &apis {
+            let name = self.api_names.get(key).cloned().unwrap_or_default();
+            let labels: Labels = vec![("api", name)];
+            let buckets: Vec<(f64, u64)> = LATENCY_BUCKETS
+                .iter()
+                .copied()
+                .chain([f64::MAX])
+                .zip(a.buckets)
+                .collect();
+            m.encode_family(&labels)?.encode_histogram::<Labels>(
+                a.sum_seconds,
+                a.count,
+                &buckets,
+                None,
+            )?;
+        }
+        let mut merged = Histograms::default();
+        for s in &self.samples {
+            merged.merge(&s.histograms);
+        }
+        for (name, help, which) in [
+            (
+                "weir_produce_duration",
+                "Produce requests (acks 1 or all) on the node: last byte read to answer ready.",
+                0,
+            ),
+            (
+                "weir_flush_write_duration",
+                "A partition flush's durable write.",
+                1,
+            ),
+            (
+                "weir_flush_wait_duration",
+                "A flush's wait for an earlier write it must follow.",
+                2,
+            ),
+        ] {
+            let (sum, count, buckets) = merged.buckets(which, &LATENCY_BUCKETS);
+            let mut m =
+                enc.encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?;
+            m.encode_histogram::<Labels>(sum, count, &buckets, None)?;
+        }
+        Ok(())
+    }
+}
