@@ -157,6 +157,10 @@ const MAX_SQL_DISCARD: usize = 64 << 20;
 /// read, and all of them).
 const DISCARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The console (`GET /`): one page, embedded, that reads `/health`,
+/// `/metrics` and `POST /sql` (with the token its user gives).
+const CONSOLE: &str = include_str!("console.html");
+
 fn json_error(why: &str) -> Vec<u8> {
     let mut out = b"{\"error\":".to_vec();
     serde_json::to_writer(&mut out, why).expect("a string serialises");
@@ -241,6 +245,10 @@ async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
             "200 OK",
             serde_json::to_vec(&shard.reports().await).unwrap_or_default(),
         ),
+        ("GET", "/") | ("GET", "/console") => {
+            content_type = "text/html; charset=utf-8";
+            ("200 OK", CONSOLE.as_bytes().to_vec())
+        }
         ("GET", "/metrics") => {
             content_type = weir_core::metrics::CONTENT_TYPE;
             let name = |key: i16| {
