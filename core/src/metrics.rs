@@ -84,6 +84,8 @@ pub struct ShardSample {
     pub histograms: Histograms,
     /// Requests by API key.
     pub apis: BTreeMap<i16, ApiLatency>,
+    /// Partition errors by (API key, code): name and count.
+    pub errors: BTreeMap<(i16, i16), (String, u64)>,
     /// Time the shard's executor spent running tasks.
     pub busy_seconds: f64,
 }
@@ -119,6 +121,7 @@ impl Shard {
             committed,
             histograms: self.stats.latency.snapshot(),
             apis: self.stats.apis.borrow().clone(),
+            errors: self.stats.errors.borrow().clone(),
             busy_seconds: glommio::executor()
                 .executor_stats()
                 .total_runtime()
@@ -136,7 +139,7 @@ pub async fn render(shard: &Rc<Shard>, api_name: fn(i16) -> String) -> String {
     let mut registry = Registry::default();
     let api_names = samples
         .iter()
-        .flat_map(|s| s.apis.keys())
+        .flat_map(|s| s.apis.keys().chain(s.errors.keys().map(|(api, _)| api)))
         .map(|k| (*k, api_name(*k)))
         .collect();
     registry.register_collector(Box::new(Scrape {
@@ -443,6 +446,43 @@ impl Collector for Scrape {
             "Cleaning passes that failed.",
             None,
             per_shard(|r| r.compaction_errors),
+        )?;
+        counter(
+            &mut enc,
+            "weir_fetch_waits",
+            "Long-polling fetches that waited for data on the shard.",
+            None,
+            per_shard(|r| r.fetch_waits),
+        )?;
+        counter(
+            &mut enc,
+            "weir_fetch_wakes",
+            "Fetch waits an append woke.",
+            None,
+            per_shard(|r| r.fetch_wakes),
+        )?;
+        counter(
+            &mut enc,
+            "weir_fetch_expiries",
+            "Fetch waits that reached their max wait.",
+            None,
+            per_shard(|r| r.fetch_expiries),
+        )?;
+        let mut errors: BTreeMap<(i16, &str), u64> = BTreeMap::new();
+        for s in &self.samples {
+            for ((api, _), (name, n)) in &s.errors {
+                *errors.entry((*api, name.as_str())).or_default() += n;
+            }
+        }
+        counter(
+            &mut enc,
+            "weir_errors",
+            "Partitions of requests answered with an error, by API and error (Produce and Fetch).",
+            None,
+            errors.iter().map(|((api, name), n)| {
+                let api = self.api_names.get(api).cloned().unwrap_or_default();
+                (vec![("api", api), ("error", name.to_string())], *n)
+            }),
         )?;
         // The data directory's file system.
         gauge(

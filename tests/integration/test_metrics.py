@@ -1,6 +1,7 @@
 """GET /metrics: Prometheus' own parser (prometheus_client's OpenMetrics
 parser) reads it, and what it says follows what clients do: records in,
 requests by API, connections, and a group's lag falling as it consumes."""
+import time
 import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -78,6 +79,22 @@ def test_metrics_follow_produce_fetch_and_lag(node):
     assert total(s, "weir_group_committed_offset", group="lagger") == 1000
     assert total(s, "weir_group_lag", group="lagger") == 0
     c.close()
+
+    # A fetch past the end is answered OFFSET_OUT_OF_RANGE: counted by API
+    # and error. A consumer at the end long-polls: its waits expire.
+    late = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "late",
+                     "auto.offset.reset": "error", "fetch.wait.max.ms": 100})
+    late.assign([TopicPartition("metered", 0, 5000), TopicPartition("metered", 1, 500)])
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        late.poll(0.2)
+        s = scrape(node)
+        if (total(s, "weir_errors_total", api="Fetch", error="OffsetOutOfRange") >= 1
+                and total(s, "weir_fetch_expiries_total") >= 1):
+            break
+    late.close()
+    assert total(s, "weir_errors_total", api="Fetch", error="OffsetOutOfRange") >= 1
+    assert total(s, "weir_fetch_waits_total") >= total(s, "weir_fetch_expiries_total") >= 1
 
 
 def test_the_dashboard_asks_only_for_metrics_the_node_serves(node):

@@ -71,6 +71,15 @@ pub struct ShardStats {
     pub compaction_errors: std::cell::Cell<u64>,
     /// Kafka connections open now.
     pub connections_open: std::cell::Cell<u64>,
+    /// Long-polling fetches' waits on this shard, and how each ended: an
+    /// append woke it, or its deadline passed (else another shard's
+    /// answer released it).
+    pub fetch_waits: std::cell::Cell<u64>,
+    pub fetch_wakes: std::cell::Cell<u64>,
+    pub fetch_expiries: std::cell::Cell<u64>,
+    /// Partition errors answered, by (API key, error code): the error's
+    /// name and how many.
+    pub errors: RefCell<BTreeMap<(i16, i16), (String, u64)>>,
     /// Requests by API key: how many and how long (`/metrics`).
     pub apis: RefCell<std::collections::BTreeMap<i16, crate::metrics::ApiLatency>>,
     /// How long produce requests, flush writes and syncs take here.
@@ -95,6 +104,9 @@ pub struct ShardReport {
     pub compaction_errors: u64,
     pub connections_open: u64,
     pub sign_in_failures: u64,
+    pub fetch_waits: u64,
+    pub fetch_wakes: u64,
+    pub fetch_expiries: u64,
     pub cache_bytes: usize,
     /// Times the watchdog found this shard asleep past its heartbeat and
     /// woke it (a lost wake-up; see `watchdog`).
@@ -189,6 +201,9 @@ impl Shard {
             compacted_records_removed: self.stats.compacted_records_removed.get(),
             compaction_errors: self.stats.compaction_errors.get(),
             connections_open: self.stats.connections_open.get(),
+            fetch_waits: self.stats.fetch_waits.get(),
+            fetch_wakes: self.stats.fetch_wakes.get(),
+            fetch_expiries: self.stats.fetch_expiries.get(),
             sign_in_failures: self.sign_in_throttle.failed_total(),
             cache_bytes: self.cache.borrow().bytes(),
             lost_wakeups: self.hearts.woken(self.id),
@@ -224,6 +239,15 @@ impl Shard {
     /// The partitions this shard owns.
     pub fn owned_partitions(&self) -> Vec<Rc<Partition>> {
         self.partitions.borrow().values().cloned().collect()
+    }
+
+    /// A partition of a request of API `api` was answered with `code`.
+    pub fn record_error(&self, api: i16, code: ErrorCode) {
+        let mut errors = self.stats.errors.borrow_mut();
+        let e = errors
+            .entry((api, code.code()))
+            .or_insert_with(|| (format!("{code:?}"), 0));
+        e.1 += 1;
     }
 
     /// A request of API `key` took `elapsed` (from its last byte read to

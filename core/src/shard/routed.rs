@@ -151,23 +151,30 @@ impl Shard {
         work: Vec<PartitionWork<Bytes>>,
         acks: i16,
     ) -> Vec<(usize, ProduceResult)> {
-        self.on_partitions(work, move |s, p, records: Bytes| async move {
-            let stats = &s.stats;
-            stats
-                .partition_appends
-                .set(stats.partition_appends.get() + 1);
-            stats
-                .appended_bytes
-                .set(stats.appended_bytes.get() + records.len() as u64);
-            let catalog = s.catalog();
-            let topic = catalog.topic(&p.topic);
-            let max = topic.map_or(i32::MAX, |t| t.config.max_message_bytes);
-            let schema = topic.and_then(|t| t.schema.as_ref());
-            let compacted = topic.is_some_and(|t| t.config.cleanup_policy.compacts());
-            p.produce(records, acks, max, schema, compacted, &s.cache)
-                .await
-        })
-        .await
+        let out = self
+            .on_partitions(work, move |s, p, records: Bytes| async move {
+                let stats = &s.stats;
+                stats
+                    .partition_appends
+                    .set(stats.partition_appends.get() + 1);
+                stats
+                    .appended_bytes
+                    .set(stats.appended_bytes.get() + records.len() as u64);
+                let catalog = s.catalog();
+                let topic = catalog.topic(&p.topic);
+                let max = topic.map_or(i32::MAX, |t| t.config.max_message_bytes);
+                let schema = topic.and_then(|t| t.schema.as_ref());
+                let compacted = topic.is_some_and(|t| t.config.cleanup_policy.compacts());
+                p.produce(records, acks, max, schema, compacted, &s.cache)
+                    .await
+            })
+            .await;
+        for (_, r) in &out {
+            if let Err(e) = r {
+                self.record_error(0, e.code);
+            }
+        }
+        out
     }
 
     // ---- fetch ---------------------------------------------------------
@@ -222,14 +229,20 @@ impl Shard {
                 Err(e) => log::error!("fetch hop failed: {e}"),
             }
         }
-        results
+        let results: Vec<_> = results
             .into_iter()
             .map(|r| {
                 r.unwrap_or_else(|| {
                     Err(KafkaError::new(ErrorCode::UnknownServerError, "fetch lost"))
                 })
             })
-            .collect()
+            .collect();
+        for r in &results {
+            if let Err(e) = r {
+                self.record_error(1, e.code);
+            }
+        }
+        results
     }
 
     /// Reads this shard's part of a fetch; with less than `min_bytes`
@@ -295,9 +308,12 @@ impl Shard {
             // An append wakes us, or the deadline passes (the check above
             // then ends the loop), or another shard answered first: in each
             // case read once more.
-            if let Either::Right(_) = select(select(select_all(watches), timer), &mut cancel).await
-            {
-                cancelled = true;
+            let bump = |c: &std::cell::Cell<u64>| c.set(c.get() + 1);
+            bump(&self.stats.fetch_waits);
+            match select(select(select_all(watches), timer), &mut cancel).await {
+                Either::Left((Either::Left(_), _)) => bump(&self.stats.fetch_wakes),
+                Either::Left((Either::Right(_), _)) => bump(&self.stats.fetch_expiries),
+                Either::Right(_) => cancelled = true,
             }
         }
     }
