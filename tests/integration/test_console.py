@@ -14,7 +14,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from conftest import ROOT
+from conftest import ROOT, create_topic
 
 
 def sql(node, text):
@@ -41,6 +41,7 @@ def lag_on_page(driver, group):
 
 def test_console_shows_a_table_runs_a_query_and_lag_falls(node):
     sql(node, "CREATE TABLE trades (id BIGINT PRIMARY KEY, sym TEXT, px DOUBLE)")
+    create_topic(node.bootstrap, "raw-events.v1")
     p = Producer({"bootstrap.servers": node.bootstrap, "acks": "all"})
     for i in range(100):
         p.produce("trades", json.dumps({"id": i, "sym": "S%d" % i, "px": i / 2}).encode())
@@ -79,9 +80,15 @@ def test_console_shows_a_table_runs_a_query_and_lag_falls(node):
             got += 1
         c.commit(asynchronous=False)
         wait.until(lambda d: lag_on_page(d, "console-g") == "0")
-        # Picking the table tails it.
+        # Picking the table tails it; a raw topic whose name needs quoting
+        # in SQL too.
         driver.find_element(By.CSS_SELECTOR, '#topics tr[data-topic="trades"]').click()
         wait.until(lambda d: "S99" in d.find_element(By.ID, "tail").text)
+        p.produce("raw-events.v1", key=b"k", value=b"newest-event")
+        assert p.flush(30) == 0
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#topics tr[data-topic="raw-events.v1"]'))
+        driver.find_element(By.CSS_SELECTOR, '#topics tr[data-topic="raw-events.v1"]').click()
+        wait.until(lambda d: "newest-event" in d.find_element(By.ID, "tail").text)
         out = os.path.join(ROOT, "target", "test-artifacts")
         os.makedirs(out, exist_ok=True)
         assert driver.save_screenshot(os.path.join(out, "console.png"))
