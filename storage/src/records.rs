@@ -202,14 +202,19 @@ pub fn read_records(batch: &Bytes, h: &BatchHeader) -> Option<Vec<Record>> {
 /// The records of any batch (`batch` holds exactly it), decompressing them
 /// first (to at most `limit` bytes). The error says what is wrong.
 pub fn batch_records(batch: &Bytes, h: &BatchHeader, limit: usize) -> Result<Vec<Record>, String> {
+    parse_records(&batch_body(batch, h, limit)?, h)
+}
+
+/// The bytes of a batch's records (`batch` holds exactly it), decompressed
+/// (to at most `limit` bytes); shared, not copied, when uncompressed.
+pub fn batch_body(batch: &Bytes, h: &BatchHeader, limit: usize) -> Result<Bytes, String> {
     let body = batch.slice(HEADER_LEN.min(batch.len())..);
-    let codec = h.attributes & ATTR_COMPRESSION_MASK;
-    let body = if codec == 0 {
-        body
-    } else {
-        Bytes::from(crate::compression::decompress(codec, &body, limit)?)
-    };
-    parse_records(&body, h)
+    match h.attributes & ATTR_COMPRESSION_MASK {
+        0 => Ok(body),
+        codec => Ok(Bytes::from(crate::compression::decompress(
+            codec, &body, limit,
+        )?)),
+    }
 }
 
 /// Parses `h.record_count` records from `body` (the bytes after the header).

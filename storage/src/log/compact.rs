@@ -580,7 +580,10 @@ impl PartitionLog {
                 // `MemoryRecordsBuilder` does the same), so readers get
                 // the same timestamps.
                 Some(base) => {
-                    let delta = h.base_timestamp.saturating_add(r.timestamp_delta) - base;
+                    let delta = h
+                        .base_timestamp
+                        .saturating_add(r.timestamp_delta)
+                        .saturating_sub(base);
                     let mut head = bytes::BytesMut::with_capacity(12);
                     head.extend_from_slice(&body[r.bytes.start + r.len_bytes..][..1]);
                     crate::records::write_varlong(&mut head, delta);
@@ -798,19 +801,12 @@ fn earlier(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 
 /// A batch's records' bytes, decompressed.
 fn body_of(batch: &Bytes, h: &BatchHeader) -> Result<Bytes, StorageError> {
-    let body = batch.slice(HEADER_LEN.min(batch.len())..);
-    let codec = h.attributes & ATTR_COMPRESSION_MASK;
-    if codec == 0 {
-        return Ok(body);
-    }
-    crate::compression::decompress(codec, &body, DECOMPRESS_LIMIT)
-        .map(Bytes::from)
-        .map_err(|e| {
-            StorageError::Corrupt(format!(
-                "the batch at offset {} does not decompress: {e}",
-                h.base_offset
-            ))
-        })
+    crate::records::batch_body(batch, h, DECOMPRESS_LIMIT).map_err(|e| {
+        StorageError::Corrupt(format!(
+            "the batch at offset {} does not decompress: {e}",
+            h.base_offset
+        ))
+    })
 }
 
 /// Removes the cleaned files of a segment never swapped in.
