@@ -9,6 +9,7 @@ import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -29,6 +30,12 @@ def browser():
     for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1800"):
         opts.add_argument(a)
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+
+
+def click(driver, selector):
+    """Clicks what `selector` finds, again if a redraw replaced it."""
+    WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, selector).click() or True)
 
 
 def lag_on_page(driver, group):
@@ -59,7 +66,9 @@ def test_console_shows_a_table_runs_a_query_and_lag_falls(node):
     driver = browser()
     try:
         driver.get(node.http + "/")
-        wait = WebDriverWait(driver, 30)
+        # The page redraws its tables every 2 s: an element read as it is
+        # replaced is stale, and the wait reads the page again.
+        wait = WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,))
         wait.until(lambda d: "trades" in d.find_element(By.ID, "topics").text)
         wait.until(lambda d: lag_on_page(d, "console-g") == "60")
         box = driver.find_element(By.ID, "sql")
@@ -82,12 +91,12 @@ def test_console_shows_a_table_runs_a_query_and_lag_falls(node):
         wait.until(lambda d: lag_on_page(d, "console-g") == "0")
         # Picking the table tails it; a raw topic whose name needs quoting
         # in SQL too.
-        driver.find_element(By.CSS_SELECTOR, '#topics tr[data-topic="trades"]').click()
+        click(driver, '#topics tr[data-topic="trades"]')
         wait.until(lambda d: "S99" in d.find_element(By.ID, "tail").text)
         p.produce("raw-events.v1", key=b"k", value=b"newest-event")
         assert p.flush(30) == 0
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#topics tr[data-topic="raw-events.v1"]'))
-        driver.find_element(By.CSS_SELECTOR, '#topics tr[data-topic="raw-events.v1"]').click()
+        click(driver, '#topics tr[data-topic="raw-events.v1"]')
         wait.until(lambda d: "newest-event" in d.find_element(By.ID, "tail").text)
         out = os.path.join(ROOT, "target", "test-artifacts")
         os.makedirs(out, exist_ok=True)
