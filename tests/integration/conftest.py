@@ -23,10 +23,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+# Every node made, in order: a failed test's report shows the logs of the
+# nodes it made (see pytest_runtest_makereport).
+NODES = []
+
+
 class Node:
     """`ca`: the authority of the node's --tls-cert, for HTTPS to --addr."""
 
     def __init__(self, data_dir, cores=2, extra=(), env=None, ca=None):
+        NODES.append(self)
         self.data_dir = str(data_dir)
         self.ca = ca
         self.cores = cores
@@ -106,6 +112,23 @@ class Node:
         import json
         with self.urlopen(self.http + "/stats", timeout=10) as r:
             return json.loads(r.read())
+
+
+@pytest.fixture(autouse=True)
+def _nodes_made_here(request):
+    """Marks where this test's nodes begin in NODES."""
+    request.node.weir_nodes_from = len(NODES)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report ends with the last lines each node it made
+    logged (a node that stopped answering says why there)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and report.when in ("setup", "call"):
+        for n in NODES[getattr(item, "weir_nodes_from", len(NODES)):]:
+            report.sections.append((f"weir node {n.data_dir} (last 60 lines)", "".join(n.log[-60:])))
 
 
 @pytest.fixture
