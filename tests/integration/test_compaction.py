@@ -208,18 +208,21 @@ def test_tombstones_go_after_delete_retention(tmp_path):
             p.produce(b"k%d" % k, None)
         p.flush()
         dropped = {b"k%d" % k for k in range(0, 20, 2)}
-        # First the tombstones are there (they hide their keys' values).
-        wait_for("a pass", lambda: stats_sum(node, "compactions") > 0)
-        view = read_all(node.bootstrap, "deletes")
-        assert any(v is None for _, _, v in view), "tombstones stay for delete.retention.ms"
-        # Then, as new records roll segments, they go, and their keys
-        # with them.
         n = [0]
 
         def more():
+            # New records roll segments (segment.ms): only sealed ones are
+            # cleaned.
             p.produce(b"filler", b"f%d" % n[0])
             n[0] += 1
             p.flush()
+
+        # First the tombstones are there (they hide their keys' values).
+        wait_for("a pass", lambda: stats_sum(node, "compactions") > 0, step=more)
+        view = read_all(node.bootstrap, "deletes")
+        assert any(v is None for _, _, v in view), "tombstones stay for delete.retention.ms"
+        # Then, as more records roll segments, they go, and their keys
+        # with them.
 
         def gone():
             v = read_all(node.bootstrap, "deletes")
