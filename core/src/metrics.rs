@@ -70,6 +70,7 @@ pub struct PartitionSample {
     pub bytes_in: u64,
     pub records_in: u64,
     pub bytes_out: u64,
+    pub records_out: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
 }
@@ -84,7 +85,7 @@ pub struct ShardSample {
     pub histograms: Histograms,
     /// Requests by API key.
     pub apis: BTreeMap<i16, ApiLatency>,
-    /// Partition errors by (API key, code): name and count.
+    /// Error codes answered by (API key, code): name and count.
     pub errors: BTreeMap<(i16, i16), (String, u64)>,
     /// Time the shard's executor spent running tasks.
     pub busy_seconds: f64,
@@ -109,6 +110,7 @@ impl Shard {
                     bytes_in: c.bytes_in.get(),
                     records_in: c.records_in.get(),
                     bytes_out: c.bytes_out.get(),
+                    records_out: c.records_out.get(),
                     cache_hits: c.cache_hits.get(),
                     cache_misses: c.cache_misses.get(),
                 }
@@ -279,6 +281,13 @@ impl Collector for Scrape {
             "Bytes of record batches read (fetches and SQL scans).",
             Some(Unit::Bytes),
             each_count(|p| p.bytes_out),
+        )?;
+        counter(
+            &mut enc,
+            "weir_partition_out_records",
+            "Records read (fetches and SQL scans), transaction markers not counted.",
+            None,
+            each_count(|p| p.records_out),
         )?;
         counter(
             &mut enc,
@@ -477,7 +486,7 @@ impl Collector for Scrape {
         counter(
             &mut enc,
             "weir_errors",
-            "Partitions of requests answered with an error, by API and error (Produce and Fetch).",
+            "Errors answered, by API and error: one per error code in a response (a request's, each topic's, partition's, group's or resource's).",
             None,
             errors.iter().map(|((api, name), n)| {
                 let api = self.api_names.get(api).cloned().unwrap_or_default();

@@ -52,8 +52,10 @@ pub struct PartitionCounters {
     /// Bytes of batches appended, as stored, and their records.
     pub bytes_in: Cell<u64>,
     pub records_in: Cell<u64>,
-    /// Bytes of batches read (fetches, SQL scans), and where from.
+    /// Bytes of batches read (fetches, SQL scans), their records, and
+    /// where they came from.
     pub bytes_out: Cell<u64>,
+    pub records_out: Cell<u64>,
     pub cache_hits: Cell<u64>,
     pub cache_misses: Cell<u64>,
 }
@@ -311,12 +313,14 @@ impl Partition {
             if !records.is_empty() {
                 bump(&self.counters.cache_hits, 1);
                 bump(&self.counters.bytes_out, records.len() as u64);
+                bump(&self.counters.records_out, records.record_count());
                 return Ok(answer(records));
             }
         }
         let r = self.log.read_below(offset, max_bytes, upto).await?;
         bump(&self.counters.cache_misses, 1);
         bump(&self.counters.bytes_out, r.batches.len() as u64);
+        bump(&self.counters.records_out, r.batches.record_count());
         Ok(PartitionRead {
             records: r.batches,
             high_watermark: r.high_watermark,

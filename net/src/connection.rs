@@ -193,6 +193,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
                     req.client_host = Some(client_host);
                     let (key, version, cid) = (req.api_key, req.version, req.header.correlation_id);
                     let reply = handlers::handle(&s, *req, &caller).await?;
+                    handlers::response_errors::record(&s, key, &reply.body);
                     let encoded =
                         encode_response_chunks(key, version, cid, &reply.body, &reply.records);
                     s.record_request(key as i16, read_at.elapsed());

@@ -57,6 +57,50 @@ impl Chunks {
     }
 }
 
+impl Chunks {
+    /// Copies `out.len()` bytes from `pos` into `out`; false when fewer
+    /// are there.
+    fn copy_at(&self, mut pos: usize, out: &mut [u8]) -> bool {
+        if pos + out.len() > self.len {
+            return false;
+        }
+        let mut done = 0;
+        for part in &self.parts {
+            if done == out.len() {
+                break;
+            }
+            if pos >= part.len() {
+                pos -= part.len();
+                continue;
+            }
+            let n = (part.len() - pos).min(out.len() - done);
+            out[done..done + n].copy_from_slice(&part[pos..pos + n]);
+            done += n;
+            pos = 0;
+        }
+        true
+    }
+
+    /// The application records in the whole batches held (control
+    /// batches and a cut-off last batch are not counted): what a fetch
+    /// delivers, counted from the batch headers alone.
+    pub fn record_count(&self) -> u64 {
+        let mut header = [0u8; crate::batch::HEADER_LEN];
+        let (mut pos, mut n) = (0usize, 0u64);
+        while self.copy_at(pos, &mut header) {
+            let h = crate::batch::BatchHeader::parse(&header).expect("a whole header");
+            if h.batch_length <= 0 || pos + h.total_len() > self.len {
+                break;
+            }
+            if !h.is_control() {
+                n += h.record_count.max(0) as u64;
+            }
+            pos += h.total_len();
+        }
+        n
+    }
+}
+
 impl From<Bytes> for Chunks {
     fn from(b: Bytes) -> Chunks {
         let mut c = Chunks::default();
@@ -68,6 +112,30 @@ impl From<Bytes> for Chunks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::tests::make_batch;
+    use crate::batch::ATTR_CONTROL;
+
+    #[test]
+    fn records_are_counted_across_pieces_and_a_cut_off_batch_is_not() {
+        let a = make_batch(3, 1, 0);
+        let control = make_batch(1, 1, ATTR_CONTROL);
+        let b = make_batch(5, 1, 0);
+        let mut whole = Vec::new();
+        whole.extend_from_slice(&a);
+        whole.extend_from_slice(&control);
+        whole.extend_from_slice(&b);
+        let whole = Bytes::from(whole);
+        // Split mid-header and mid-body, as stored batches are pieces.
+        let mut c = Chunks::default();
+        for (from, to) in [(0, 20), (20, a.len() + 30), (a.len() + 30, whole.len())] {
+            c.push(whole.slice(from..to));
+        }
+        assert_eq!(c.record_count(), 8);
+        let mut cut = Chunks::default();
+        cut.push(whole.slice(..whole.len() - 1));
+        assert_eq!(cut.record_count(), 3);
+        assert_eq!(Chunks::default().record_count(), 0);
+    }
 
     #[test]
     fn pieces_keep_their_order_and_length() {

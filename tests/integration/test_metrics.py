@@ -4,7 +4,9 @@ requests by API, connections, and a group's lag falling as it consumes."""
 import time
 import urllib.request
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from conftest import create_topic
@@ -78,7 +80,20 @@ def test_metrics_follow_produce_fetch_and_lag(node):
     s = scrape(node)
     assert total(s, "weir_group_committed_offset", group="lagger") == 1000
     assert total(s, "weir_group_lag", group="lagger") == 0
+    # Each record was delivered once: the records read are the records.
+    assert total(s, "weir_partition_out_records_total", topic="metered") == 1000
     c.close()
+
+    # Errors of any API are counted by their Kafka name: creating the topic
+    # again is CreateTopics' TOPIC_ALREADY_EXISTS.
+    before = total(s, "weir_errors_total", api="CreateTopics", error="TopicAlreadyExists")
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    fs = admin.create_topics([NewTopic("metered", num_partitions=2)])
+    with pytest.raises(KafkaException) as refused:
+        fs["metered"].result(10)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+    s = scrape(node)
+    assert total(s, "weir_errors_total", api="CreateTopics", error="TopicAlreadyExists") == before + 1
 
     # A fetch past the end is answered OFFSET_OUT_OF_RANGE: counted by API
     # and error. A consumer at the end long-polls: its waits expire.

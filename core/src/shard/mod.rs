@@ -77,8 +77,9 @@ pub struct ShardStats {
     pub fetch_waits: std::cell::Cell<u64>,
     pub fetch_wakes: std::cell::Cell<u64>,
     pub fetch_expiries: std::cell::Cell<u64>,
-    /// Partition errors answered, by (API key, error code): the error's
-    /// name and how many.
+    /// Error codes answered, by (API key, error code): the error's name
+    /// and how many (one per code in a response, `net`'s
+    /// `response_errors`).
     pub errors: RefCell<BTreeMap<(i16, i16), (String, u64)>>,
     /// Requests by API key: how many and how long (`/metrics`).
     pub apis: RefCell<std::collections::BTreeMap<i16, crate::metrics::ApiLatency>>,
@@ -241,13 +242,11 @@ impl Shard {
         self.partitions.borrow().values().cloned().collect()
     }
 
-    /// A partition of a request of API `api` was answered with `code`.
-    pub fn record_error(&self, api: i16, code: ErrorCode) {
+    /// A response of API `api` carried error `code` (named `name`) `n`
+    /// times.
+    pub fn record_error(&self, api: i16, code: i16, name: impl FnOnce() -> String, n: u64) {
         let mut errors = self.stats.errors.borrow_mut();
-        let e = errors
-            .entry((api, code.code()))
-            .or_insert_with(|| (format!("{code:?}"), 0));
-        e.1 += 1;
+        errors.entry((api, code)).or_insert_with(|| (name(), 0)).1 += n;
     }
 
     /// A request of API `key` took `elapsed` (from its last byte read to

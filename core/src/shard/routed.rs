@@ -169,11 +169,6 @@ impl Shard {
                     .await
             })
             .await;
-        for (_, r) in &out {
-            if let Err(e) = r {
-                self.record_error(0, e.code);
-            }
-        }
         out
     }
 
@@ -237,11 +232,6 @@ impl Shard {
                 })
             })
             .collect();
-        for r in &results {
-            if let Err(e) = r {
-                self.record_error(1, e.code);
-            }
-        }
         results
     }
 

@@ -48,6 +48,7 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
+pub mod response_errors;
 pub mod sync_group;
 pub mod txn_offset_commit;
 
