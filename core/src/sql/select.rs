@@ -6,6 +6,7 @@
 //! system table (`system`) is gathered, filtered and folded there too.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use serde_json::Value;
 use sqlparser::ast::{
@@ -20,8 +21,13 @@ use super::system::SystemTable;
 use super::value::{compare_keys, literal, SortDir};
 use super::{const_value, table_name, Caller, QueryResult, SqlError};
 use crate::catalog::{Catalog, TopicMeta};
+use crate::partitioner::partition_for_key;
 use crate::shard::Shard;
-use crate::table::scan::{columns, fold_partition, scan_partition, ScanError, ScanShape, TopK};
+use crate::table::keyed::{Claim, Losers};
+use crate::table::scan::{
+    columns, fold_partition, partition_claims, scan_partition, settle_partition, ScanError,
+    ScanShape, TopK,
+};
 
 /// An ORDER BY key: an expression (an output column by name or position,
 /// or one over the input) and its direction.
@@ -181,6 +187,7 @@ impl SelectPlan {
                     used: used_columns(sel, &group_by, &order, &cols),
                     max_bytes: max_scan_bytes / meta.partitions().max(1) as usize,
                     top,
+                    losers: None,
                 })
             }
         };
@@ -221,6 +228,10 @@ impl SelectPlan {
     /// or one empty row for a SELECT without FROM.
     async fn input(&self, shard: &Rc<Shard>, caller: &Caller<'_>) -> Result<Input, SqlError> {
         if let (Some(meta), Some(shape)) = (&self.table, &self.shape) {
+            let mut shape = shape.clone();
+            if meta.schema.as_ref().is_some_and(|s| s.is_keyed()) && meta.partitions() > 1 {
+                shape.losers = Some(Arc::new(settle(shard, meta, shape.max_bytes).await?));
+            }
             return Ok(match &self.fold {
                 Some(plan) => {
                     let arg = (
@@ -454,7 +465,37 @@ fn used_columns(
 /// WHERE or an aggregate that fails on some row, a statement past the scan
 /// limit) is the statement's; a read that fails, or a partition or shard
 /// that does not answer, is the node's.
-async fn each_partition<A, R, F, Fut>(
+/// A keyed table of several partitions: the copies of keys that lose to a
+/// newer copy in another partition (`table::keyed`), found in two rounds:
+/// every partition names its copies of keys whose home is elsewhere, then
+/// each key's home compares them with its own. Each partition may hold
+/// `max_bytes` of such keys.
+async fn settle(shard: &Rc<Shard>, meta: &TopicMeta, max_bytes: usize) -> Result<Losers, SqlError> {
+    let arg = (meta.clone(), max_bytes);
+    let claims = each_partition(shard, meta, arg, |s, p, (meta, max)| async move {
+        partition_claims(&s, &p, &meta, max).await
+    })
+    .await?;
+    let n = meta.partitions();
+    let mut by_home: Vec<Vec<Claim>> = vec![Vec::new(); n.max(1) as usize];
+    let mut any = false;
+    for c in claims.into_iter().flatten() {
+        any = true;
+        by_home[partition_for_key(&c.key, n) as usize].push(c);
+    }
+    if !any {
+        return Ok(Losers::new());
+    }
+    let arg = (meta.clone(), Arc::new(by_home));
+    let lost = each_partition(shard, meta, arg, |s, p, (meta, by_home)| async move {
+        let incoming = by_home.get(p.index as usize).map_or(&[][..], |c| &c[..]);
+        settle_partition(&s, &p, &meta, incoming).await
+    })
+    .await?;
+    Ok(lost.into_iter().flatten().collect())
+}
+
+pub(super) async fn each_partition<A, R, F, Fut>(
     shard: &Rc<Shard>,
     meta: &TopicMeta,
     arg: A,

@@ -4,13 +4,15 @@
 //! (the same conversion, checks and durability as a Kafka produce with
 //! acks=all); every row is checked before anything is written, so a
 //! statement with a bad row writes nothing. A record goes to the partition
-//! Kafka's default partitioner gives its key (a Java or librdkafka producer
-//! sending the same key bytes lands in the same place), a record without a
-//! key to the partitions in turn. Each answers one row per record written:
-//! its `_partition` and `_offset`.
+//! Kafka's default partitioner gives its key (a Java producer sending the
+//! same key bytes lands in the same place), a record without a key to the
+//! partitions in turn; in a keyed table of several partitions, a key that
+//! is already somewhere goes there instead (`place`). Each answers one row
+//! per record written: its `_partition` and `_offset`.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -19,13 +21,16 @@ use sqlparser::ast::{
 };
 
 use super::eval::{column_name, SqlResult};
+use super::select::each_partition;
 use super::{const_value, table_name, Caller, QueryResult, SqlError};
 use crate::auth::acl::Operation;
 use crate::by_partition::{PartitionWork, TopicPartition};
 use crate::catalog::TopicMeta;
 use crate::partitioner::partition_for_key;
 use crate::shard::Shard;
+use crate::table::keyed::rank;
 use crate::table::row::{check_record, convert, object_bytes, to_row, Incoming};
+use crate::table::scan::partition_copies;
 use crate::table::schema::{parse_bytes, parse_timestamp, ColumnType, TableSchema};
 use weir_storage::records::{build_stamped_batch, Header, Producer};
 
@@ -94,6 +99,7 @@ pub(super) async fn insert(
         .map_err(|why| format!("row {}: {why}", i + 1))?;
         records.push(record);
     }
+    let records = place(shard, meta, records, false).await?;
     write(shard, meta, records).await
 }
 
@@ -185,7 +191,70 @@ pub(super) async fn delete(
             headers: Vec::new(),
         });
     }
+    let records = place(shard, meta, records, true).await?;
     write(shard, meta, records).await
+}
+
+/// Where a keyed table of several partitions takes each record: to the
+/// partition holding its key's newest copy, so the new write supersedes it
+/// there (and compaction can drop the old one); a deletion to every
+/// partition holding a live copy, so no older copy outlives the tombstone
+/// (`table::keyed`). A key held nowhere goes to its home (`write`).
+async fn place(
+    shard: &Rc<Shard>,
+    meta: &TopicMeta,
+    records: Vec<Record>,
+    deleting: bool,
+) -> Result<Vec<Record>, SqlError> {
+    let partitions = meta.partitions();
+    if partitions <= 1 || !meta.schema.as_ref().is_some_and(|s| s.is_keyed()) {
+        return Ok(records);
+    }
+    let keys: Arc<Vec<Vec<u8>>> = Arc::new(
+        records
+            .iter()
+            .map(|r| r.key.clone().unwrap_or_default())
+            .collect(),
+    );
+    let arg = (meta.clone(), keys);
+    let found = each_partition(shard, meta, arg, |s, p, (meta, keys)| async move {
+        partition_copies(&s, &p, &meta, &keys).await
+    })
+    .await?;
+    // Per record: its copies as (partition, timestamp, live).
+    let mut copies: Vec<Vec<(i32, i64, bool)>> = vec![Vec::new(); records.len()];
+    for (partition, held) in found.into_iter().enumerate() {
+        for (i, ts, live) in held {
+            copies[i].push((partition as i32, ts, live));
+        }
+    }
+    let mut out = Vec::with_capacity(records.len());
+    for (mut r, copies) in records.into_iter().zip(copies) {
+        let Some(key) = r.key.as_deref() else {
+            out.push(r);
+            continue;
+        };
+        let home = partition_for_key(key, partitions);
+        if deleting {
+            let live: Vec<i32> = copies.iter().filter(|c| c.2).map(|c| c.0).collect();
+            if let Some((first, rest)) = live.split_first() {
+                for &p in rest {
+                    out.push(Record {
+                        partition: Some(p),
+                        key: r.key.clone(),
+                        value: None,
+                        headers: Vec::new(),
+                        timestamp: r.timestamp,
+                    });
+                }
+                r.partition = Some(*first);
+            }
+        } else if let Some(newest) = copies.iter().max_by_key(|c| rank(c.1, c.0 == home, c.0)) {
+            r.partition = Some(newest.0);
+        }
+        out.push(r);
+    }
+    Ok(out)
 }
 
 /// The rows a WHERE names: `k = v`, `k IN (...)`, AND between columns and

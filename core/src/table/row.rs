@@ -178,6 +178,14 @@ fn tombstone(schema: &TableSchema, key: Option<&[u8]>) -> Result<RowOp, String> 
             preview(&String::from_utf8_lossy(key))
         )
     })?;
+    // Kafka Connect's JsonConverter with schemas on wraps the key as
+    // {"schema": ..., "payload": key} (Debezium's tombstones carry it so).
+    let parsed = match parsed {
+        Value::Object(mut o) if o.len() == 2 && o.contains_key("schema") => {
+            o.remove("payload").unwrap_or(Value::Object(o))
+        }
+        other => other,
+    };
     let key = match parsed {
         Value::Object(o) => key_from_object(schema, &o)?,
         bare if schema.primary_key.len() == 1 => {
@@ -522,6 +530,14 @@ mod tests {
             to_row(&s, &rec(Some(b"2"), None)).unwrap(),
             RowOp::Delete {
                 key: br#"{"id":2}"#.to_vec()
+            }
+        );
+        // Kafka Connect's JsonConverter with schemas on: the key in an envelope.
+        let envelope = br#"{"schema":{"type":"struct","fields":[]},"payload":{"id":4}}"#;
+        assert_eq!(
+            to_row(&s, &rec(Some(envelope), None)).unwrap(),
+            RowOp::Delete {
+                key: br#"{"id":4}"#.to_vec()
             }
         );
         assert_eq!(

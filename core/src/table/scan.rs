@@ -5,12 +5,14 @@
 
 use std::ops::ControlFlow;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use serde_json::Value;
 use sqlparser::ast::Expr;
 use weir_storage::batch::BatchIter;
 use weir_storage::records::{batch_records, Record};
 
+use super::keyed::{Claim, Losers};
 use super::row::{record_row, Incoming};
 use super::schema::{bytes_value, format_timestamp, ColumnType, TableSchema, RAW_COLUMNS};
 use super::MAX_DECOMPRESSED;
@@ -49,6 +51,9 @@ pub struct ScanShape {
     pub used: Option<Vec<bool>>,
     pub max_bytes: usize,
     pub top: Option<TopK>,
+    /// A keyed table of several partitions: the copies of keys that a
+    /// newer copy in another partition hides (`keyed::settle`).
+    pub losers: Option<Arc<Losers>>,
 }
 
 /// The `keep` first rows by ORDER BY `keys` (expressions over the input
@@ -241,9 +246,9 @@ async fn scan_rows(
             .await?;
         }
         Some(schema) => {
-            let rows = shard.keyed.refreshed(p, schema).await?;
+            let rows = shard.keyed.refreshed(p, meta, schema).await?;
             let rows = rows.borrow();
-            for r in rows.in_offset_order() {
+            for r in rows.rows_in_offset_order(p.index, shape.losers.as_deref()) {
                 if keep(shape.trim(r.clone()))?.is_break() {
                     break;
                 }
@@ -371,4 +376,58 @@ pub async fn fold_partition(
     })
     .await?;
     Ok(groups)
+}
+
+/// A keyed table partition's copies of keys whose home is another
+/// partition (`keyed`), no more than `max_bytes` of them.
+pub async fn partition_claims(
+    shard: &Shard,
+    p: &Rc<Partition>,
+    meta: &TopicMeta,
+    max_bytes: usize,
+) -> Result<Vec<Claim>, ScanError> {
+    let schema = meta.schema.as_ref().expect("a keyed table");
+    let rows = shard.keyed.refreshed(p, meta, schema).await?;
+    let claims = rows.borrow().claims(p.index);
+    let held: usize = claims.iter().map(|c| c.key.len() + 48).sum();
+    if held > max_bytes {
+        return Err(ScanError::Statement(format!(
+            "{}-{}: the keys this partition holds for other partitions pass {max_bytes} \
+             bytes, its share of the node's limit (--sql-max-scan-bytes): its producers \
+             place keys with another partitioner than Kafka's default (murmur2)",
+            p.topic, p.index
+        )));
+    }
+    Ok(claims)
+}
+
+/// At the home of the keys `incoming` claims: which copies lost.
+pub async fn settle_partition(
+    shard: &Shard,
+    p: &Rc<Partition>,
+    meta: &TopicMeta,
+    incoming: &[Claim],
+) -> Result<Vec<(i32, Vec<u8>)>, ScanError> {
+    let schema = meta.schema.as_ref().expect("a keyed table");
+    let rows = shard.keyed.refreshed(p, meta, schema).await?;
+    let losers = rows.borrow().settle(p.index, incoming);
+    Ok(losers)
+}
+
+/// Which of `keys` a keyed table partition holds: (index in `keys`, the
+/// write's timestamp, whether it is a row rather than a deletion).
+pub async fn partition_copies(
+    shard: &Shard,
+    p: &Rc<Partition>,
+    meta: &TopicMeta,
+    keys: &[Vec<u8>],
+) -> Result<Vec<(usize, i64, bool)>, ScanError> {
+    let schema = meta.schema.as_ref().expect("a keyed table");
+    let rows = shard.keyed.refreshed(p, meta, schema).await?;
+    let rows = rows.borrow();
+    Ok(keys
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| rows.get(k).map(|e| (i, e.timestamp, e.row.is_some())))
+        .collect())
 }

@@ -14,11 +14,17 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.utils.Utils;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.connect.cli.ConnectDistributed;
 import org.apache.kafka.connect.runtime.Connect;
@@ -57,8 +63,15 @@ class ConnectDebeziumTest {
             st.execute("CREATE TABLE customers (id INT PRIMARY KEY, name TEXT, email TEXT)");
             st.execute("INSERT INTO customers VALUES (1, 'ann', 'ann@example.com'),"
                     + " (2, 'bob', 'bob@example.com'), (3, 'cy', 'cy@example.com')");
+            st.execute("INSERT INTO customers SELECT g, 'c' || g, 'c' || g || '@example.com'"
+                    + " FROM generate_series(5, 24) g");
         }
-        sql("CREATE TABLE customers (id BIGINT PRIMARY KEY, name VARCHAR, email VARCHAR)");
+        // Four partitions, and keys in Kafka Connect's schema envelope: the
+        // connector's producer places each key by murmur2 of the envelope's
+        // bytes, not of the table's key, so most rows live outside their
+        // key's home partition.
+        sql("CREATE TABLE customers (id BIGINT PRIMARY KEY, name VARCHAR, email VARCHAR)"
+                + " WITH (partitions = 4)");
 
         int rest = freePort();
         Map<String, String> worker = new HashMap<>();
@@ -72,7 +85,7 @@ class ConnectDebeziumTest {
         worker.put("status.storage.replication.factor", "1");
         worker.put("key.converter", "org.apache.kafka.connect.json.JsonConverter");
         worker.put("value.converter", "org.apache.kafka.connect.json.JsonConverter");
-        worker.put("key.converter.schemas.enable", "false");
+        worker.put("key.converter.schemas.enable", "true");
         worker.put("value.converter.schemas.enable", "false");
         worker.put("listeners", "http://127.0.0.1:" + rest);
         worker.put("offset.flush.interval.ms", "500");
@@ -114,7 +127,8 @@ class ConnectDebeziumTest {
             assertTrue(created.startsWith("201"), created);
 
             // The snapshot.
-            awaitRows("SELECT id, name FROM customers ORDER BY id",
+            awaitRows("SELECT count(*) AS n FROM customers", "[{\"n\":23}]");
+            awaitRows("SELECT id, name FROM customers WHERE id < 4 ORDER BY id",
                     "[{\"id\":1,\"name\":\"ann\"},{\"id\":2,\"name\":\"bob\"},{\"id\":3,\"name\":\"cy\"}]");
             // Streamed changes: an insert, an update, a delete.
             try (Connection db = pg.connect(); Statement st = db.createStatement()) {
@@ -122,8 +136,28 @@ class ConnectDebeziumTest {
                 st.execute("UPDATE customers SET name = 'anne' WHERE id = 1");
                 st.execute("DELETE FROM customers WHERE id = 2");
             }
-            awaitRows("SELECT id, name FROM customers ORDER BY id",
+            awaitRows("SELECT id, name FROM customers WHERE id < 5 ORDER BY id",
                     "[{\"id\":1,\"name\":\"anne\"},{\"id\":3,\"name\":\"cy\"},{\"id\":4,\"name\":\"di\"}]");
+
+            // Rows outside their key's home partition: SQL writes reach them
+            // where they are, and the newest write wins.
+            Map<Long, Integer> strays = strays("customers", 4, 5, 24);
+            assertTrue(strays.size() >= 2, "rows outside their home partition: " + strays);
+            var it = strays.entrySet().iterator();
+            var gone = it.next();
+            assertEquals("[{\"_partition\":" + gone.getValue(),
+                    sql("DELETE FROM customers WHERE id = " + gone.getKey()).split(",")[0]);
+            awaitRows("SELECT count(*) AS n FROM customers", "[{\"n\":22}]");
+            var upsert = it.next();
+            assertEquals("[{\"_partition\":" + upsert.getValue(), sql(
+                    "INSERT INTO customers VALUES (" + upsert.getKey() + ", 'sql', 'sql@example.com')")
+                    .split(",")[0]);
+            awaitRows("SELECT name FROM customers WHERE id = " + upsert.getKey(), "[{\"name\":\"sql\"}]");
+            try (Connection db = pg.connect(); Statement st = db.createStatement()) {
+                st.execute("UPDATE customers SET name = 'pg' WHERE id = " + upsert.getKey());
+            }
+            awaitRows("SELECT name FROM customers WHERE id = " + upsert.getKey(), "[{\"name\":\"pg\"}]");
+            awaitRows("SELECT count(*) AS n FROM customers", "[{\"n\":22}]");
         } finally {
             connect.stop();
             connect.awaitStop();
@@ -136,6 +170,38 @@ class ConnectDebeziumTest {
                         .get(resource).get("cleanup.policy").value(), t);
             }
         }
+    }
+
+    /**
+     * The ids from `from` to `to` whose rows (read from `topic`'s records,
+     * keyed `{"id":N}` by the table) are in another partition than Kafka's
+     * default partitioner gives their key, with the partition they are in.
+     */
+    static Map<Long, Integer> strays(String topic, int partitions, long from, long to) {
+        var props = node.props("key.deserializer", StringDeserializer.class.getName(),
+                "value.deserializer", StringDeserializer.class.getName());
+        Map<Long, Integer> out = new TreeMap<>();
+        try (var consumer = new KafkaConsumer<String, String>(props)) {
+            List<TopicPartition> all = new ArrayList<>();
+            for (int p = 0; p < partitions; p++) {
+                all.add(new TopicPartition(topic, p));
+            }
+            consumer.assign(all);
+            consumer.seekToBeginning(all);
+            Map<TopicPartition, Long> ends = consumer.endOffsets(all);
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (all.stream().anyMatch(tp -> consumer.position(tp) < ends.get(tp))
+                    && System.nanoTime() < deadline) {
+                for (var r : consumer.poll(Duration.ofMillis(500))) {
+                    long id = Long.parseLong(r.key().replaceAll("\\D", ""));
+                    int home = Utils.toPositive(Utils.murmur2(r.key().getBytes())) % partitions;
+                    if (id >= from && id <= to && r.value() != null && r.partition() != home) {
+                        out.put(id, r.partition());
+                    }
+                }
+            }
+        }
+        return out;
     }
 
     /** Waits until `query`'s JSON rows are `want` (compact JSON). */
