@@ -73,6 +73,8 @@ pub struct PartitionSample {
     pub records_out: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
+    /// Batches found failing their CRC-32C (never served).
+    pub corrupt_batches: u64,
 }
 
 /// One shard's part of a scrape.
@@ -113,6 +115,7 @@ impl Shard {
                     records_out: c.records_out.get(),
                     cache_hits: c.cache_hits.get(),
                     cache_misses: c.cache_misses.get(),
+                    corrupt_batches: p.log.corrupt_batches(),
                 }
             })
             .collect();
@@ -302,6 +305,13 @@ impl Collector for Scrape {
             "Reads served from the log on disk.",
             None,
             each_count(|p| p.cache_misses),
+        )?;
+        counter(
+            &mut enc,
+            "weir_partition_corrupt_batches",
+            "Batches on disk found failing their CRC-32C check, never served (each counted once).",
+            None,
+            each_count(|p| p.corrupt_batches),
         )?;
         // Consumer groups: lag against the high watermark.
         let hw: BTreeMap<(&str, i32), i64> = parts()

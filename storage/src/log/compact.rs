@@ -382,7 +382,13 @@ impl PartitionLog {
         let active = *st.segments.keys().next_back().expect("a segment");
         let mut out = Vec::new();
         for seg in st.segments.values() {
-            if !seg.sealed() || seg.base() == active || seg.next_offset() > stable {
+            // A damaged segment is kept as it is (rewriting it would drop
+            // what cannot be read), and so is what follows it.
+            if !seg.sealed()
+                || seg.base() == active
+                || seg.next_offset() > stable
+                || seg.damaged_from().is_some()
+            {
                 break;
             }
             if c.min_lag_ms > 0 && seg.max_timestamp() > now_ms.saturating_sub(c.min_lag_ms) {

@@ -222,6 +222,9 @@ pub struct PartitionLog {
     compacting: Cell<bool>,
     /// Closed or destroyed: a cleaning pass still running swaps nothing in.
     closed: Cell<bool>,
+    /// Batches found failing their CRC-32C, by (segment, byte): never
+    /// served, each logged once.
+    corrupt: RefCell<std::collections::BTreeSet<(i64, u64)>>,
 }
 
 /// Bytes being read ahead: the batches from `offset`, at `pos` in segment
@@ -347,6 +350,7 @@ impl PartitionLog {
             cleaner: Cell::new(compact::CleanerState::load(dir)),
             compacting: Cell::new(false),
             closed: Cell::new(false),
+            corrupt: RefCell::default(),
         })
     }
 

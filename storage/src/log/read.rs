@@ -1,7 +1,7 @@
 //! Reading: whole batches from an offset (direct reads in pieces, one
 //! read ahead for the latest sequential reader), time lookups.
 
-use crate::batch::{BatchHeader, BatchIter};
+use crate::batch::{crc_ok, BatchHeader, BatchIter};
 use crate::chunks::Chunks;
 use crate::records::first_offset_at_or_after;
 use crate::StorageError;
@@ -57,7 +57,7 @@ impl PartitionLog {
     ) -> Result<ReadResult, StorageError> {
         let mut offset = offset;
         loop {
-            let (file, mut pos, limit, seg_end, hw, start, seg_base, is_last) = {
+            let (file, mut pos, limit, seg_end, hw, start, seg_base, is_last, verified, damaged) = {
                 let st = self.state.borrow();
                 let (hw, start) = (st.durable_offset, st.log_start);
                 assert!(
@@ -95,6 +95,8 @@ impl PartitionLog {
                     start,
                     seg.base(),
                     st.segments.range(offset + 1..).next().is_none(),
+                    seg.verified(),
+                    seg.damaged_from(),
                 )
             };
             if offset >= seg_end {
@@ -121,11 +123,15 @@ impl PartitionLog {
                 None => read_exact(&file, pos, want).await?,
             };
             // The batches from the one holding `offset`, as runs of
-            // adjacent ones (padding between runs is left out).
+            // adjacent ones (padding between runs is left out). Each not
+            // yet verified since the segment was opened must pass its
+            // CRC-32C: a damaged batch and what follows it are not served.
             let mut runs: Vec<(usize, usize)> = Vec::new();
             let mut taken = 0usize;
             let mut last = None;
             let mut end = 0usize;
+            let mut first_at = None;
+            let mut corrupt = None;
             for (at, h) in BatchIter::in_file(&data, pos) {
                 if h.last_offset() < offset {
                     continue;
@@ -136,6 +142,12 @@ impl PartitionLog {
                 if taken > 0 && taken + h.total_len() > max_bytes {
                     break;
                 }
+                let batch_end = pos + (at + h.total_len()) as u64;
+                if batch_end > verified && !crc_ok(&data[at..at + h.total_len()], &h) {
+                    corrupt = Some((h.base_offset, pos + at as u64));
+                    break;
+                }
+                first_at.get_or_insert(pos + at as u64);
                 taken += h.total_len();
                 end = at + h.total_len();
                 last = Some(h.last_offset());
@@ -145,11 +157,17 @@ impl PartitionLog {
                 }
             }
             let mut end_pos = pos + end as u64;
+            if let Some((bad, at)) = corrupt.filter(|_| runs.is_empty()) {
+                return Err(self.corrupt_batch(seg_base, bad, at));
+            }
+            if first_at.is_some_and(|a| a <= verified) {
+                self.mark_verified(seg_base, end_pos);
+            }
             let mut batches = Chunks::default();
             for (from, to) in runs {
                 batches.push(data.slice(from..to));
             }
-            if batches.is_empty() {
+            if batches.is_empty() && corrupt.is_none() {
                 // The batch holding `offset` did not fit in what was read.
                 let mut at = pos;
                 let mut whole = None;
@@ -162,12 +180,31 @@ impl PartitionLog {
                     };
                     if h.last_offset() >= offset {
                         let len = (h.total_len() as u64).min(limit - at);
-                        whole = Some(read_exact(&file, at, len as usize).await?);
+                        let batch = read_exact(&file, at, len as usize).await?;
+                        if at + len > verified && !crc_ok(&batch, &h) {
+                            return Err(self.corrupt_batch(seg_base, h.base_offset, at));
+                        }
+                        if at <= verified {
+                            self.mark_verified(seg_base, at + len);
+                        }
+                        whole = Some(batch);
                         end_pos = at + len;
                         last = Some(h.last_offset());
                         break;
                     }
                     at += h.total_len() as u64;
+                }
+                if let Some(from) = damaged.filter(|d| whole.is_none() && offset >= *d) {
+                    let why = format!(
+                        "{}: offset {offset} is in the damaged part of segment {seg_base} \
+                         (offsets {from} to {}, which fail their CRC-32C check): not served",
+                        self.dir.display(),
+                        seg_end - 1
+                    );
+                    if self.corrupt.borrow_mut().insert((seg_base, limit)) {
+                        log::error!("{why}");
+                    }
+                    return Err(StorageError::Corrupt(why));
                 }
                 if whole.is_none() && !is_last {
                     // Compaction left no batch at or after `offset` in this
@@ -193,6 +230,33 @@ impl PartitionLog {
                 log_start: start,
             });
         }
+    }
+
+    /// Batches up to byte `to` of segment `seg_base` passed their CRC-32C
+    /// (the ones below were checked before).
+    fn mark_verified(&self, seg_base: i64, to: u64) {
+        if let Some(seg) = self.state.borrow().segments.get(&seg_base) {
+            seg.mark_verified(to);
+        }
+    }
+
+    /// The error for a batch that fails its CRC-32C; logged the first
+    /// time it is found.
+    fn corrupt_batch(&self, seg_base: i64, offset: i64, at: u64) -> StorageError {
+        let why = format!(
+            "{}: the batch at offset {offset} (byte {at} of segment {seg_base}) fails its \
+             CRC-32C check: it is damaged on disk and is not served",
+            self.dir.display()
+        );
+        if self.corrupt.borrow_mut().insert((seg_base, at)) {
+            log::error!("{why}");
+        }
+        StorageError::Corrupt(why)
+    }
+
+    /// How many damaged batches reads have found since the log opened.
+    pub fn corrupt_batches(&self) -> u64 {
+        self.corrupt.borrow().len() as u64
     }
 
     /// Starts reading the bytes after `batches` (durable, in the same

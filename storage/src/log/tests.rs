@@ -712,3 +712,143 @@ fn a_clean_stop_is_loaded_once_and_a_stale_or_damaged_state_is_not_trusted() {
         assert_eq!(clean_file(&d), PathBuf::new(), "no state left behind");
     });
 }
+
+/// Flips one bit at `at` of `path`.
+fn flip_bit(path: &Path, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    b[0] ^= 0x10;
+    f.write_all_at(&b, at).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// A log of 12 three-record batches in segments of at most 300 bytes,
+/// closed: the segments' bases.
+async fn closed_log_of_segments(d: &Path, cfg: LogConfig) -> Vec<i64> {
+    let log = PartitionLog::open(d, cfg, 0).await.unwrap();
+    for i in 0..12 {
+        log.append(&batches(3, 1000 + i), 5).await.unwrap();
+        log.flush().await.unwrap();
+    }
+    log.close().await.unwrap();
+    drop(log);
+    let mut bases: Vec<i64> = std::fs::read_dir(d)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".log").and_then(|b| b.parse().ok())
+        })
+        .collect();
+    bases.sort();
+    assert!(bases.len() >= 3, "{bases:?}");
+    bases
+}
+
+#[test]
+fn a_damaged_index_is_rebuilt_and_a_damaged_segment_costs_nothing_after_it() {
+    in_log_dir("damaged-index", |d| async move {
+        let cfg = LogConfig {
+            segment_bytes: 300,
+            ..LogConfig::default()
+        };
+        let bases = closed_log_of_segments(&d, cfg).await;
+        // An index entry's bit flipped: the CRC trailer catches it, the
+        // segment is scanned and its index written again.
+        let idx = crate::segment::index_path(&d, bases[0]);
+        let before = std::fs::read(&idx).unwrap();
+        flip_bit(&idx, 9);
+        let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+        assert_eq!(std::fs::read(&idx).unwrap(), before);
+        assert_reads_densely(&log, 36).await;
+        log.close().await.unwrap();
+        drop(log);
+
+        // A batch of a middle segment damaged and its index files gone: the
+        // scan stops at the damage, but the file is kept whole, the later
+        // segments stay, and only the damaged offsets are refused.
+        let damaged = bases[1];
+        let path = log_path(&d, damaged);
+        flip_bit(&path, 40);
+        std::fs::remove_file(crate::segment::index_path(&d, damaged)).unwrap();
+        let size = std::fs::metadata(&path).unwrap().len();
+        let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
+        assert_eq!(log.high_watermark(), 36);
+        for offset in [damaged, bases[2] - 1] {
+            match log.read(offset, 1 << 20).await {
+                Err(StorageError::Corrupt(why)) => assert!(why.contains("damaged"), "{why}"),
+                other => panic!("offset {offset} of a damaged segment: {other:?}"),
+            }
+        }
+        let r = log.read(bases[2], 1 << 20).await.unwrap();
+        assert_eq!(
+            BatchHeader::parse(&r.batches.to_bytes())
+                .unwrap()
+                .base_offset,
+            bases[2]
+        );
+        let r = log.read(0, 1 << 20).await.unwrap();
+        assert_eq!(
+            BatchHeader::parse(&r.batches.to_bytes())
+                .unwrap()
+                .base_offset,
+            0
+        );
+        // Appends go on after the end.
+        let (a, _) = log.append(&batches(3, 1), 5).await.unwrap();
+        assert_eq!(a.base_offset, 36);
+    });
+}
+
+#[test]
+fn a_damaged_batch_in_a_closed_segment_is_never_served() {
+    in_log_dir("corrupt", |d| async move {
+        let cfg = LogConfig {
+            segment_bytes: 300,
+            ..LogConfig::default()
+        };
+        // A bit flipped in the CRC-covered header of the first batch of a
+        // sealed segment in the middle of the log (its index files agree
+        // with its size, so opening does not scan it).
+        let bases = closed_log_of_segments(&d, cfg).await;
+        let damaged = bases[1];
+        flip_bit(&log_path(&d, damaged), 40);
+
+        let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+        assert_eq!(log.high_watermark(), 36);
+        // Everything before the damage reads as written.
+        let mut at = 0;
+        while at < damaged {
+            let r = log.read(at, 1 << 20).await.unwrap();
+            for (_, h) in BatchIter::new(&r.batches.to_bytes()) {
+                assert!(h.base_offset < damaged);
+                at = h.last_offset() + 1;
+            }
+        }
+        // The damaged batch is refused, every time, and counted once.
+        for _ in 0..2 {
+            match log.read(damaged, 1 << 20).await {
+                Err(StorageError::Corrupt(why)) => {
+                    assert!(why.contains("CRC-32C"), "{why}");
+                    assert!(why.contains(&format!("offset {damaged}")), "{why}");
+                }
+                other => panic!("a damaged batch was answered with {other:?}"),
+            }
+        }
+        assert_eq!(log.corrupt_batches(), 1);
+        // What follows it is served.
+        let r = log.read(damaged + 3, 1 << 20).await.unwrap();
+        let first = BatchHeader::parse(&r.batches.to_bytes()).unwrap();
+        assert_eq!(first.base_offset, damaged + 3);
+        assert!(crate::batch::crc_ok(
+            &r.batches.to_bytes()[..first.total_len()],
+            &first
+        ));
+    });
+}

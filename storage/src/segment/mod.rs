@@ -46,7 +46,7 @@ pub fn align_up(v: u64) -> u64 {
 pub fn log_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(format!("{base:020}.log"))
 }
-fn index_path(dir: &Path, base: i64) -> PathBuf {
+pub fn index_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(format!("{base:020}.index"))
 }
 fn time_index_path(dir: &Path, base: i64) -> PathBuf {
@@ -161,6 +161,14 @@ pub struct Segment {
     created_ms: i64,
     /// Index files written and padding truncated.
     sealed: bool,
+    /// Every batch below this byte passed its CRC-32C since the segment
+    /// was opened (by the recovery scan or by reads): reads check the
+    /// batches past it (`PartitionLog::read_below`).
+    verified: std::cell::Cell<u64>,
+    /// A segment before the last whose batches stop passing their CRC-32C
+    /// at this offset: from there to its end nothing is served (its bytes
+    /// are kept as they are, for an operator to look at).
+    damaged_from: Option<i64>,
 }
 
 /// What the log reads of a segment; only the segment changes it.
@@ -190,6 +198,16 @@ impl Segment {
     pub fn next_offset(&self) -> i64 {
         self.next_offset
     }
+    /// Batches below this byte passed their CRC-32C since opening.
+    pub fn verified(&self) -> u64 {
+        self.verified.get()
+    }
+
+    /// Batches from the start up to `to` passed their CRC-32C.
+    pub fn mark_verified(&self, to: u64) {
+        self.verified.set(self.verified.get().max(to));
+    }
+
     pub fn index(&self) -> &OffsetIndex {
         &self.index
     }
@@ -266,6 +284,8 @@ impl Segment {
             max_timestamp_offset: -1,
             created_ms: now_ms,
             sealed: false,
+            verified: std::cell::Cell::new(0),
+            damaged_from: None,
         }
     }
 
@@ -304,6 +324,32 @@ impl Segment {
             }
             None => {
                 seg.scan(file_size, producers, now_ms, is_last).await?;
+                seg.verified.set(seg.size);
+                if let Some(end) = expected_end.filter(|_| !is_last && seg.size < file_size) {
+                    if seg.damaged_after_scan(file_size).await? {
+                        // Sealed segments end with their last batch, so
+                        // this is damage, not a torn write: nothing
+                        // acknowledged may be cut off or dropped. The
+                        // file stays as it is; the log goes on at `end`.
+                        log::error!(
+                            "{}: segment {base} fails its CRC-32C check at byte {} (offset {}); \
+                             offsets {} to {} are not served, and the file is kept as it is",
+                            dir.display(),
+                            seg.size,
+                            seg.next_offset,
+                            seg.next_offset,
+                            end - 1
+                        );
+                        seg.damaged_from = Some(seg.next_offset);
+                        seg.next_offset = end;
+                        seg.durable_size = seg.size;
+                        seg.prepared_size = seg.size;
+                        seg.allocated = file_size;
+                        seg.zeroed = file_size;
+                        seg.mark_sealed();
+                        return Ok(seg);
+                    }
+                }
                 // A compacted segment may have lost its last batches: when
                 // its file holds nothing but whole batches, it ends where
                 // the next segment begins.
@@ -359,6 +405,25 @@ impl Segment {
                 .map_err(|e| StorageError::io(format!("syncing {}", path.display()), e))?;
         }
         Ok(seg)
+    }
+
+    /// After a scan that stopped before the file's end: whether what
+    /// follows the last valid batch is something other than zeros (space
+    /// allocated ahead is zeros; a damaged batch is not).
+    async fn damaged_after_scan(&self, file_size: u64) -> Result<bool, StorageError> {
+        let probe = (file_size - self.size).min(4096) as usize;
+        let after = self
+            .file
+            .read_at(self.size, probe)
+            .await
+            .map_err(|e| StorageError::io(format!("reading segment {}", self.base), e))?;
+        Ok(after.iter().any(|b| *b != 0))
+    }
+
+    /// Where damage found at opening begins (nothing from there to the
+    /// segment's end is served).
+    pub fn damaged_from(&self) -> Option<i64> {
+        self.damaged_from
     }
 
     /// The state a clean stop leaves for the active segment (with the
@@ -472,9 +537,7 @@ impl Segment {
     fn indexes(&self, file_size: u64, expected_end: Option<i64>) -> Option<SegmentIndexes> {
         let idx = std::fs::read(index_path(&self.dir, self.base)).ok()?;
         let tidx = std::fs::read(time_index_path(&self.dir, self.base)).ok()?;
-        if idx.len() < 16 || tidx.len() < 16 {
-            return None;
-        }
+        let (idx, tidx) = (checked_index_file(&idx, 8)?, checked_index_file(&tidx, 12)?);
         let size = u64::from_be_bytes(idx[0..8].try_into().ok()?);
         let next_offset = i64::from_be_bytes(idx[8..16].try_into().ok()?);
         let max_ts = i64::from_be_bytes(tidx[0..8].try_into().ok()?);
@@ -701,6 +764,10 @@ impl Segment {
         tidx.extend_from_slice(&self.max_timestamp.to_be_bytes());
         tidx.extend_from_slice(&self.max_timestamp_offset.to_be_bytes());
         tidx.extend_from_slice(&self.time_index.encode());
+        for file in [&mut idx, &mut tidx] {
+            let crc = crc32c::crc32c(file);
+            file.extend_from_slice(&crc.to_be_bytes());
+        }
         (idx, tidx)
     }
 
@@ -743,6 +810,24 @@ impl Segment {
     /// Removes the segment's files.
     pub fn remove_files(&self) {
         remove_segment_files(&self.dir, self.base);
+    }
+}
+
+/// An index file's content (a 16-byte head, then entries of `entry` bytes)
+/// without its CRC-32C trailer, if the trailer matches. Files written
+/// before index files had a trailer (their entries fill them exactly) are
+/// taken as they are. `None`: rebuild the indexes by scanning.
+fn checked_index_file(b: &[u8], entry: usize) -> Option<&[u8]> {
+    if b.len() < 16 {
+        return None;
+    }
+    match (b.len() - 16) % entry {
+        0 => Some(b),
+        4 => {
+            let (body, crc) = b.split_at(b.len() - 4);
+            (crc32c::crc32c(body).to_be_bytes() == crc).then_some(body)
+        }
+        _ => None,
     }
 }
 
