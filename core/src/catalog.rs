@@ -357,17 +357,49 @@ impl Catalog {
 
     /// Loads the catalog, or makes a new one. Placements recorded for more
     /// shards than run now are moved by the same hash, and the change saved.
+    /// A damaged `catalog.json` (its CRC-32C trailer does not match, or it
+    /// does not parse) gives way to `catalog.json.prev`, the catalog before
+    /// the last change, with an error in the log; when both are damaged the
+    /// node does not start, saying why.
     pub fn load_or_create(data_dir: &Path, nr_shards: usize) -> Result<Catalog, String> {
         let path = data_dir.join("catalog.json");
-        let mut cat = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<Catalog>(&bytes)
-                .map_err(|e| format!("{} is not a valid catalog: {e}", path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Catalog {
-                cluster_id: new_cluster_id(),
-                version: 0,
-                ..Catalog::default()
-            },
-            Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        let prev = data_dir.join("catalog.json.prev");
+        let mut cat = match Self::read(&path)? {
+            Some(Ok(cat)) => cat,
+            found => {
+                let damaged = match found {
+                    Some(Err(why)) => Some(why),
+                    _ => None,
+                };
+                match (Self::read(&prev)?, damaged) {
+                    // A stop between setting the old catalog aside and
+                    // writing the new one: the change was never answered.
+                    (Some(Ok(cat)), None) => cat,
+                    (Some(Ok(cat)), Some(why)) => {
+                        let aside = data_dir.join("catalog.json.damaged");
+                        log::error!(
+                            "{why}; serving {} instead: the change made after it is lost \
+                             (the data of a topic it made stays on disk, not served); the \
+                             damaged file is kept as {}",
+                            prev.display(),
+                            aside.display()
+                        );
+                        std::fs::rename(&path, &aside)
+                            .map_err(|e| format!("setting {} aside: {e}", path.display()))?;
+                        cat
+                    }
+                    (Some(Err(prev_why)), Some(why)) => {
+                        return Err(format!("{why}, and {prev_why}"))
+                    }
+                    (Some(Err(prev_why)), None) => return Err(prev_why),
+                    (None, Some(why)) => return Err(why),
+                    (None, None) => Catalog {
+                        cluster_id: new_cluster_id(),
+                        version: 0,
+                        ..Catalog::default()
+                    },
+                }
+            }
         };
         let mut moved = false;
         for t in cat.topics.values_mut() {
@@ -378,16 +410,57 @@ impl Catalog {
                 }
             }
         }
-        if moved || cat.version == 0 {
+        if moved || cat.version == 0 || !path.exists() {
             cat.save(data_dir)?;
         }
         Ok(cat)
     }
 
-    /// Writes the catalog durably (`weir_storage::durable::replace`).
+    /// A catalog file: `None` when there is none, `Some(Err)` when it is
+    /// damaged. Its JSON is followed by a line `crc32c XXXXXXXX` (files
+    /// written before that line existed are taken as they are).
+    fn read(path: &Path) -> Result<Option<Result<Catalog, String>>, String> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        };
+        let damaged = |why: String| Ok(Some(Err(format!("{} is damaged: {why}", path.display()))));
+        let trimmed = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+        let last = trimmed
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        let json = match trimmed[last..].strip_prefix(b"crc32c ") {
+            Some(hex) => {
+                let want = std::str::from_utf8(hex)
+                    .ok()
+                    .and_then(|h| u32::from_str_radix(h, 16).ok());
+                if want != Some(crc32c::crc32c(&bytes[..last])) {
+                    return damaged("its CRC-32C does not match".into());
+                }
+                &bytes[..last]
+            }
+            None => &bytes[..],
+        };
+        Ok(Some(serde_json::from_slice::<Catalog>(json).map_err(|e| {
+            format!("{} is damaged: not a catalog: {e}", path.display())
+        })))
+    }
+
+    /// Writes the catalog durably (`weir_storage::durable::replace`), the
+    /// one it replaces kept as `catalog.json.prev`.
     pub fn save(&self, data_dir: &Path) -> Result<(), String> {
         let path = data_dir.join("catalog.json");
-        let body = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
+        let mut body = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
+        body.push(b'\n');
+        let crc = crc32c::crc32c(&body);
+        body.extend_from_slice(format!("crc32c {crc:08x}\n").as_bytes());
+        match std::fs::rename(&path, data_dir.join("catalog.json.prev")) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("setting {} aside: {e}", path.display())),
+        }
         weir_storage::durable::replace(&path, &body)
             .map_err(|e| format!("writing {}: {e}", path.display()))
     }
@@ -459,6 +532,49 @@ pub fn new_topic_id() -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_damaged_catalog_gives_way_to_the_one_before_its_last_change() {
+        let dir = std::env::temp_dir().join(format!("weir-catalog-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cat = Catalog::load_or_create(&dir, 2).unwrap();
+        assert_eq!(cat.version, 0);
+        let id = cat.cluster_id.clone();
+        for v in [1, 2] {
+            cat.version = v;
+            cat.save(&dir).unwrap();
+        }
+        assert_eq!(Catalog::load_or_create(&dir, 2).unwrap().version, 2);
+        // A bit flipped inside the JSON: the checksum catches it.
+        let path = dir.join("catalog.json");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.iter().position(|b| *b == b'2').unwrap();
+        bytes[at] ^= 0x01;
+        std::fs::write(&path, &bytes).unwrap();
+        let back = Catalog::load_or_create(&dir, 2).unwrap();
+        assert_eq!((back.version, back.cluster_id.as_str()), (1, id.as_str()));
+        // The damaged file was set aside and the good one written back; a
+        // stop between setting the old one aside and writing the new one
+        // leaves only `.prev`.
+        assert!(dir.join("catalog.json.damaged").exists());
+        assert_eq!(Catalog::load_or_create(&dir, 2).unwrap().version, 1);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(Catalog::load_or_create(&dir, 2).unwrap().version, 1);
+        // Both damaged: no start, and the error says so.
+        for name in ["catalog.json", "catalog.json.prev"] {
+            std::fs::write(dir.join(name), b"{\"topics\": ").unwrap();
+        }
+        let why = Catalog::load_or_create(&dir, 2).unwrap_err();
+        assert!(
+            why.contains("catalog.json is damaged") && why.contains("prev is damaged"),
+            "{why}"
+        );
+        // A catalog written before the checksum line existed loads as it is.
+        std::fs::write(&path, serde_json::to_vec(&back).unwrap()).unwrap();
+        assert_eq!(Catalog::load_or_create(&dir, 2).unwrap().version, 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn names() {

@@ -103,3 +103,27 @@ def test_a_damaged_index_is_rebuilt(make_node, tmp_path):
     got = read_from(n, "rot", 0, lambda g: len(g) >= 1000)
     assert [(m.offset(), m.value()[:12]) for m in got] == [(o, b"value-%06d" % o) for o in range(1000)]
     assert corrupt_count(n) == 0
+
+
+def test_a_damaged_catalog_gives_way_to_the_one_before_its_last_change(make_node, tmp_path):
+    from pathlib import Path
+    from confluent_kafka.admin import AdminClient
+
+    from conftest import consume_all
+    n = make_node(data_dir=tmp_path / "cat")
+    create_topic(n.bootstrap, "kept", partitions=2)
+    p = Producer({"bootstrap.servers": n.bootstrap})
+    for i in range(10):
+        p.produce("kept", value=b"%d" % i, partition=i % 2)
+    assert p.flush(10) == 0
+    create_topic(n.bootstrap, "last", partitions=1)
+    n.stop()
+    catalog = Path(n.data_dir, "catalog.json")
+    text = catalog.read_bytes()
+    flip_bit(catalog, text.index(b'"last"') + 2)
+    n.start()
+    assert n.await_log("catalog.json is damaged: its CRC-32C does not match")
+    topics = AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(timeout=10).topics
+    assert "kept" in topics and "last" not in topics
+    assert sorted(int(m.value()) for m in consume_all(n.bootstrap, "kept", 2, expected=10)) == list(range(10))
+    assert Path(n.data_dir, "catalog.json.damaged").read_bytes() != text
