@@ -105,7 +105,7 @@ impl BatchHeader {
 
     /// The last offset the batch covers.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + self.last_offset_delta as i64
+        self.base_offset.wrapping_add(self.last_offset_delta as i64)
     }
 
     /// How many offsets the batch takes.

@@ -261,8 +261,8 @@ fn parse_records(body: &Bytes, h: &BatchHeader) -> Result<Vec<Record>, String> {
                 headers.push((String::from_utf8_lossy(&name).into_owned(), value));
             }
             Some(Record {
-                offset: h.base_offset + offset_delta,
-                timestamp: h.base_timestamp + ts_delta,
+                offset: h.base_offset.wrapping_add(offset_delta),
+                timestamp: h.base_timestamp.wrapping_add(ts_delta),
                 key,
                 value,
                 headers,
@@ -327,9 +327,9 @@ pub fn first_offset_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64) -> Optio
         at += 1; // attributes
         let ts_delta = read_varlong(body, &mut at)?;
         let offset_delta = read_varlong(body, &mut at)?;
-        let record_ts = h.base_timestamp + ts_delta;
+        let record_ts = h.base_timestamp.wrapping_add(ts_delta);
         if record_ts >= ts {
-            return Some((h.base_offset + offset_delta, record_ts));
+            return Some((h.base_offset.wrapping_add(offset_delta), record_ts));
         }
         at = start.checked_add(usize::try_from(len).ok()?)?;
         if at > body.len() {
@@ -355,6 +355,36 @@ mod tests {
         let crc = crc32c::crc32c(&out[21..]);
         out[17..21].copy_from_slice(&crc.to_be_bytes());
         out
+    }
+
+    /// Found by the `batch_records` fuzz target: deltas that overflow the
+    /// base offset or timestamp wrap as Kafka's Java arithmetic does; they
+    /// never panic (in a build with overflow checks, they did).
+    #[test]
+    fn record_deltas_past_the_ends_of_i64_wrap() {
+        let mut body = BytesMut::new();
+        let mut rec = BytesMut::new();
+        rec.extend_from_slice(&[0]); // attributes
+        write_varlong(&mut rec, i64::MAX); // timestamp delta
+        write_varlong(&mut rec, i64::MAX); // offset delta
+        write_varlong(&mut rec, -1); // no key
+        write_varlong(&mut rec, -1); // no value
+        write_varlong(&mut rec, 0); // no headers
+        write_varlong(&mut body, rec.len() as i64);
+        body.extend_from_slice(&rec);
+        let mut batch = build_stamped_batch(&[(0, None, None, &[][..])], &Producer::NONE).to_vec();
+        batch.truncate(HEADER_LEN);
+        batch.extend_from_slice(&body);
+        batch[27..35].copy_from_slice(&i64::MAX.to_be_bytes()); // base timestamp
+        batch[0..8].copy_from_slice(&i64::MAX.to_be_bytes()); // base offset
+        let len = (batch.len() - LOG_OVERHEAD) as i32;
+        batch[8..12].copy_from_slice(&len.to_be_bytes());
+        let batch = Bytes::from(batch);
+        let h = BatchHeader::parse(&batch).unwrap();
+        let records = batch_records(&batch, &h, 1 << 20).unwrap();
+        assert_eq!(records[0].offset, i64::MAX.wrapping_add(i64::MAX));
+        assert_eq!(records[0].timestamp, i64::MAX.wrapping_add(i64::MAX));
+        assert_eq!(h.last_offset(), i64::MAX);
     }
 
     /// The record holding a time, compressed or not: the largest timestamp

@@ -285,7 +285,7 @@ fn raw_records(body: &[u8], h: &BatchHeader) -> Result<Vec<RawRecord>, String> {
             len_bytes,
             timestamp_delta,
             after_timestamp,
-            offset: h.base_offset + offset_delta,
+            offset: h.base_offset.wrapping_add(offset_delta),
             key,
             tombstone: value_len < 0,
         });
