@@ -58,37 +58,32 @@ impl Chunks {
 }
 
 impl Chunks {
-    /// Copies `out.len()` bytes from `pos` into `out`; false when fewer
-    /// are there.
-    fn copy_at(&self, mut pos: usize, out: &mut [u8]) -> bool {
-        if pos + out.len() > self.len {
-            return false;
-        }
-        let mut done = 0;
-        for part in &self.parts {
-            if done == out.len() {
-                break;
-            }
-            if pos >= part.len() {
-                pos -= part.len();
-                continue;
-            }
-            let n = (part.len() - pos).min(out.len() - done);
-            out[done..done + n].copy_from_slice(&part[pos..pos + n]);
-            done += n;
-            pos = 0;
-        }
-        true
-    }
-
     /// The application records in the whole batches held (control
     /// batches and a cut-off last batch are not counted): what a fetch
-    /// delivers, counted from the batch headers alone.
+    /// delivers, counted from the batch headers alone. One pass over the
+    /// pieces, whatever their number.
     pub fn record_count(&self) -> u64 {
-        let mut header = [0u8; crate::batch::HEADER_LEN];
+        use crate::batch::{BatchHeader, HEADER_LEN};
+        let mut header = [0u8; HEADER_LEN];
+        // The piece holding byte `start` of the whole, and where it begins.
+        let (mut part, mut part_start) = (0usize, 0usize);
         let (mut pos, mut n) = (0usize, 0u64);
-        while self.copy_at(pos, &mut header) {
-            let h = crate::batch::BatchHeader::parse(&header).expect("a whole header");
+        while pos + HEADER_LEN <= self.len {
+            while part_start + self.parts[part].len() <= pos {
+                part_start += self.parts[part].len();
+                part += 1;
+            }
+            // Gather the header, across pieces if it spans them.
+            let (mut filled, mut i, mut at) = (0, part, pos - part_start);
+            while filled < HEADER_LEN {
+                let piece = &self.parts[i][at..];
+                let take = piece.len().min(HEADER_LEN - filled);
+                header[filled..filled + take].copy_from_slice(&piece[..take]);
+                filled += take;
+                i += 1;
+                at = 0;
+            }
+            let h = BatchHeader::parse(&header).expect("a whole header");
             if h.batch_length <= 0 || pos + h.total_len() > self.len {
                 break;
             }

@@ -47,16 +47,23 @@ def corrupt_count(node):
                if s.name == "weir_partition_corrupt_batches_total" and s.labels["topic"] == "rot")
 
 
-def test_a_flipped_bit_in_a_closed_segment_is_refused_not_served(make_node, tmp_path):
-    n = make_node(data_dir=tmp_path / "rot")
+def stopped_node_with_segments(make_node, data_dir, records):
+    """A node, stopped, whose topic `rot` holds `records` records in
+    batches of 10 and segments of 16 KiB."""
+    n = make_node(data_dir=data_dir)
     create_topic(n.bootstrap, "rot", partitions=1, config={"segment.bytes": "16384"})
     p = Producer({"bootstrap.servers": n.bootstrap, "linger.ms": 0, "batch.num.messages": 10})
-    for i in range(2000):
+    for i in range(records):
         p.produce("rot", value=b"value-%06d" % i + b"x" * 90, partition=0)
         if i % 10 == 9:
             p.flush(10)
     assert p.flush(30) == 0
     n.stop()
+    return n
+
+
+def test_a_flipped_bit_in_a_closed_segment_is_refused_not_served(make_node, tmp_path):
+    n = stopped_node_with_segments(make_node, tmp_path / "rot", 2000)
     segments = sorted(partition_dir(n, "rot", 0).glob("*.log"))
     assert len(segments) >= 4, segments
     damaged = int(segments[2].stem)
@@ -83,15 +90,7 @@ def test_a_flipped_bit_in_a_closed_segment_is_refused_not_served(make_node, tmp_
 
 
 def test_a_damaged_index_is_rebuilt(make_node, tmp_path):
-    n = make_node(data_dir=tmp_path / "idx")
-    create_topic(n.bootstrap, "rot", partitions=1, config={"segment.bytes": "16384"})
-    p = Producer({"bootstrap.servers": n.bootstrap, "linger.ms": 0, "batch.num.messages": 10})
-    for i in range(1000):
-        p.produce("rot", value=b"value-%06d" % i + b"x" * 90, partition=0)
-        if i % 10 == 9:
-            p.flush(10)
-    assert p.flush(30) == 0
-    n.stop()
+    n = stopped_node_with_segments(make_node, tmp_path / "idx", 1000)
     indexes = sorted(partition_dir(n, "rot", 0).glob("*.index"))
     assert len(indexes) >= 2, indexes
     for idx in indexes:

@@ -492,7 +492,11 @@ async fn settle(shard: &Rc<Shard>, meta: &TopicMeta, max_bytes: usize) -> Result
         settle_partition(&s, &p, &meta, incoming).await
     })
     .await?;
-    Ok(lost.into_iter().flatten().collect())
+    let mut losers = Losers::new();
+    for (partition, key) in lost.into_iter().flatten() {
+        losers.entry(partition).or_default().insert(key);
+    }
+    Ok(losers)
 }
 
 pub(super) async fn each_partition<A, R, F, Fut>(

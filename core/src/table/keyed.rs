@@ -50,8 +50,8 @@ pub struct Claim {
 }
 
 /// Copies that lost to a newer copy of their key in another partition:
-/// (partition, key).
-pub type Losers = HashSet<(i32, Vec<u8>)>;
+/// their keys, by partition.
+pub type Losers = HashMap<i32, HashSet<Vec<u8>>>;
 
 /// The order copies of one key win in: timestamp, then the home copy,
 /// then the partition.
@@ -84,8 +84,8 @@ impl KeyedRows {
     ) -> impl Iterator<Item = &'a Vec<Value>> + 'a {
         let mut rows: Vec<(&Vec<u8>, &Entry)> =
             self.rows.iter().filter(|(_, e)| e.row.is_some()).collect();
-        if let Some(losers) = losers.filter(|l| !l.is_empty()) {
-            rows.retain(|(k, _)| !losers.contains(&(index, k.to_vec())));
+        if let Some(lost) = losers.and_then(|l| l.get(&index)) {
+            rows.retain(|(k, _)| !lost.contains(&k[..]));
         }
         rows.sort_by_key(|(_, e)| e.offset);
         rows.into_iter().filter_map(|(_, e)| e.row.as_ref())
@@ -305,7 +305,7 @@ mod tests {
         let mut both = claims.clone();
         both.extend(other.claims(3));
         assert_eq!(rows_of(0, &[]).settle(0, &both), vec![(3, k.clone())]);
-        let losers: Losers = [(3, k.clone())].into();
+        let losers: Losers = [(3, [k.clone()].into())].into();
         assert_eq!(other.rows_in_offset_order(3, Some(&losers)).count(), 0);
         assert_eq!(stray.rows_in_offset_order(2, Some(&losers)).count(), 1);
     }
