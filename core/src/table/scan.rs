@@ -378,6 +378,16 @@ pub async fn fold_partition(
     Ok(groups)
 }
 
+/// A keyed table partition's current rows (`meta` is a keyed table's).
+async fn keyed_rows(
+    shard: &Shard,
+    p: &Rc<Partition>,
+    meta: &TopicMeta,
+) -> Result<Rc<std::cell::RefCell<super::keyed::KeyedRows>>, ScanError> {
+    let schema = meta.schema.as_ref().expect("a keyed table");
+    shard.keyed.refreshed(p, meta, schema).await
+}
+
 /// A keyed table partition's copies of keys whose home is another
 /// partition (`keyed`), no more than `max_bytes` of them.
 pub async fn partition_claims(
@@ -386,8 +396,7 @@ pub async fn partition_claims(
     meta: &TopicMeta,
     max_bytes: usize,
 ) -> Result<Vec<Claim>, ScanError> {
-    let schema = meta.schema.as_ref().expect("a keyed table");
-    let rows = shard.keyed.refreshed(p, meta, schema).await?;
+    let rows = keyed_rows(shard, p, meta).await?;
     let claims = rows.borrow().claims(p.index);
     let held: usize = claims.iter().map(|c| c.key.len() + 48).sum();
     if held > max_bytes {
@@ -408,8 +417,7 @@ pub async fn settle_partition(
     meta: &TopicMeta,
     incoming: &[Claim],
 ) -> Result<Vec<(i32, Vec<u8>)>, ScanError> {
-    let schema = meta.schema.as_ref().expect("a keyed table");
-    let rows = shard.keyed.refreshed(p, meta, schema).await?;
+    let rows = keyed_rows(shard, p, meta).await?;
     let losers = rows.borrow().settle(p.index, incoming);
     Ok(losers)
 }
@@ -422,8 +430,7 @@ pub async fn partition_copies(
     meta: &TopicMeta,
     keys: &[Vec<u8>],
 ) -> Result<Vec<(usize, i64, bool)>, ScanError> {
-    let schema = meta.schema.as_ref().expect("a keyed table");
-    let rows = shard.keyed.refreshed(p, meta, schema).await?;
+    let rows = keyed_rows(shard, p, meta).await?;
     let rows = rows.borrow();
     Ok(keys
         .iter()

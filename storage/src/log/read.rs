@@ -201,10 +201,8 @@ impl PartitionLog {
                         self.dir.display(),
                         seg_end - 1
                     );
-                    if self.corrupt.borrow_mut().insert((seg_base, limit)) {
-                        log::error!("{why}");
-                    }
-                    return Err(StorageError::Corrupt(why));
+                    // The damage begins where the valid bytes end.
+                    return Err(self.report_corrupt(seg_base, limit, why));
                 }
                 if whole.is_none() && !is_last {
                     // Compaction left no batch at or after `offset` in this
@@ -240,14 +238,19 @@ impl PartitionLog {
         }
     }
 
-    /// The error for a batch that fails its CRC-32C; logged the first
-    /// time it is found.
+    /// The error for a batch that fails its CRC-32C.
     fn corrupt_batch(&self, seg_base: i64, offset: i64, at: u64) -> StorageError {
         let why = format!(
             "{}: the batch at offset {offset} (byte {at} of segment {seg_base}) fails its \
              CRC-32C check: it is damaged on disk and is not served",
             self.dir.display()
         );
+        self.report_corrupt(seg_base, at, why)
+    }
+
+    /// Damage at byte `at` of segment `seg_base`: counted and logged the
+    /// first time a read finds it, refused every time.
+    fn report_corrupt(&self, seg_base: i64, at: u64, why: String) -> StorageError {
         if self.corrupt.borrow_mut().insert((seg_base, at)) {
             log::error!("{why}");
         }
