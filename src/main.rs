@@ -96,6 +96,25 @@ struct ServeArgs {
     /// request asks (Kafka's fetch.max.bytes).
     #[arg(env = "WEIR_FETCH_MAX_BYTES", long, default_value_t = 55 << 20)]
     fetch_max_bytes: usize,
+    /// Bytes of request frames each shard holds at once, from a frame's
+    /// length until its answer (Kafka's queued.max.request.bytes); a frame
+    /// that does not fit waits unread. At least --max-request-bytes.
+    #[arg(env = "WEIR_REQUEST_MEMORY_BYTES", long, default_value_t = 256 << 20)]
+    request_memory_bytes: usize,
+    /// Bytes of fetch answers each shard holds at once, from the read until
+    /// sent; a fetch reads no more than is free. At least --fetch-max-bytes.
+    #[arg(env = "WEIR_ANSWER_MEMORY_BYTES", long, default_value_t = 128 << 20)]
+    answer_memory_bytes: usize,
+    /// How long a request's bytes may take to arrive (waiting for request
+    /// memory included), and an answer's to be taken, before the node
+    /// closes the connection.
+    #[arg(
+        env = "WEIR_SOCKET_TIMEOUT_MS",
+        long,
+        default_value_t = 60_000,
+        value_name = "MS"
+    )]
+    socket_timeout_ms: u64,
     /// Bytes of recent batches each shard caches for tail reads.
     #[arg(env = "WEIR_CACHE_BYTES_PER_SHARD", long, default_value_t = 64 << 20)]
     cache_bytes_per_shard: usize,
@@ -294,6 +313,9 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.default_partitions = args.default_partitions.max(1);
     cfg.max_request_bytes = args.max_request_bytes;
     cfg.fetch_max_bytes = args.fetch_max_bytes.max(1);
+    cfg.request_memory_bytes = args.request_memory_bytes;
+    cfg.answer_memory_bytes = args.answer_memory_bytes;
+    cfg.socket_timeout = std::time::Duration::from_millis(args.socket_timeout_ms.max(1));
     cfg.max_connections = args.max_connections.max(1);
     cfg.cache_bytes_per_shard = args.cache_bytes_per_shard;
     cfg.sql_max_scan_bytes = args.sql_max_scan_bytes;
@@ -323,6 +345,48 @@ const STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Blocks SIGINT and SIGTERM in every thread (executors inherit the mask)
 /// and returns a thread that waits for either and sets the stop flag.
+/// Descriptors kept for segment and index files, the data directory and
+/// the HTTP side beside the Kafka connections (one each).
+const FILES_BESIDE_CONNECTIONS: u64 = 4096;
+
+/// Raises the soft limit on open descriptors to the hard one, as a node
+/// holding a descriptor per connection and per open segment needs (Kafka's
+/// guide asks for 100,000). Says what the limit is, and warns (`Err`) when
+/// it cannot hold `max_connections` beside the files.
+fn raise_open_files_limit(max_connections: usize) -> Result<String, String> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read or fill the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return Err(format!(
+                "open files: cannot read the limit: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    let need = max_connections as u64 + FILES_BESIDE_CONNECTIONS;
+    if lim.rlim_cur < need {
+        Err(format!(
+            "open files: the limit is {}, under the {need} that --max-connections {max_connections} and the node's files may need (each connection and each partition's open segment takes one): raise it (LimitNOFILE, ulimit -n) or lower --max-connections",
+            lim.rlim_cur
+        ))
+    } else {
+        Ok(format!("open files: the limit is {}", lim.rlim_cur))
+    }
+}
+
 fn block_stop_signals() -> libc::sigset_t {
     // SAFETY: plain libc signal-mask calls on a local set.
     unsafe {
@@ -415,6 +479,7 @@ fn main() {
             };
             let set = block_stop_signals();
             let (cfg, tls) = cfg;
+            let files = raise_open_files_limit(cfg.max_connections);
             let (kafka, http, shards) = (cfg.kafka_addr, cfg.http_addr, cfg.shards);
             let over = if tls.is_some() { " over TLS" } else { "" };
             let serve: weir_core::shard::ServeFn =
@@ -430,6 +495,10 @@ fn main() {
                 "weir serving Kafka on {kafka} and HTTP on {http}{over} with {shards} shard(s)"
             );
             log::info!("{memory}");
+            match files {
+                Ok(line) => log::info!("{line}"),
+                Err(line) => log::warn!("{line}"),
+            }
             let stop = node.stop_flag();
             std::thread::spawn(move || {
                 let mut sig = 0;

@@ -32,6 +32,20 @@ pub struct NodeConfig {
     pub max_connections: usize,
     /// Requests one connection may have in flight before reading pauses.
     pub max_in_flight_per_connection: usize,
+    /// Bytes of request frames each shard holds at once, from the moment
+    /// a frame's length arrives until its request is answered (Kafka's
+    /// `queued.max.request.bytes`); a frame that does not fit waits unread.
+    /// At least `max_request_bytes`.
+    pub request_memory_bytes: usize,
+    /// Bytes of fetch answers each shard holds at once, from the read until
+    /// the last byte is sent; a fetch reads no more than is free (at least
+    /// one batch), and waits for some when none is. At least
+    /// `fetch_max_bytes`.
+    pub answer_memory_bytes: usize,
+    /// How long a request's bytes may take to arrive (waiting for request
+    /// memory included) and an answer's to be taken by the client before
+    /// the node closes the connection (librdkafka's `socket.timeout.ms`).
+    pub socket_timeout: Duration,
     /// Bytes of recent batches each shard keeps for tail fetches.
     pub cache_bytes_per_shard: usize,
     /// Bytes of rows one SELECT may gather from a table (an estimate: text
@@ -133,6 +147,9 @@ impl NodeConfig {
             fetch_max_bytes: 55 << 20,
             max_connections: 10_000,
             max_in_flight_per_connection: 64,
+            request_memory_bytes: 256 << 20,
+            answer_memory_bytes: 128 << 20,
+            socket_timeout: Duration::from_secs(60),
             cache_bytes_per_shard: 64 << 20,
             sql_max_scan_bytes: 1 << 30,
             mesh_capacity: 1024,

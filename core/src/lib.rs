@@ -4,6 +4,7 @@
 //!   routed operations (produce, fetch, list offsets, catalog changes).
 //! - [`partition`]: a partition as its owner holds it: log, acks, waiters.
 //! - [`cache`]: the per-shard tail cache of recent batches.
+//! - [`memory`]: the bytes a shard lets requests and answers hold at once.
 //! - [`catalog`]: topics, ids, configs and placement; owned by shard 0.
 //! - [`config`]: node settings and named limits.
 //! - [`groups`]: consumer groups: membership, rebalances, durable offsets.
@@ -31,6 +32,7 @@ pub mod error;
 pub mod groups;
 pub mod latency;
 pub mod listeners;
+pub mod memory;
 pub mod metrics;
 pub mod partition;
 pub mod partitioner;

@@ -415,6 +415,47 @@ impl Collector for Scrape {
                 .iter()
                 .map(|s| (shard_label(s), s.report.cache_bytes as i64)),
         )?;
+        let memory = |f: fn(&crate::memory::MemoryReport) -> i64| {
+            self.samples.iter().flat_map(move |s| {
+                [
+                    ("requests", &s.report.request_memory),
+                    ("answers", &s.report.answer_memory),
+                ]
+                .map(|(kind, m)| {
+                    let mut labels = shard_label(s);
+                    labels.push(("kind", kind.to_string()));
+                    (labels, f(m))
+                })
+            })
+        };
+        gauge(
+            &mut enc,
+            "weir_memory_held",
+            "Bytes held of the shard's memory for request frames (kind=requests) and fetch answers not yet sent (kind=answers).",
+            Some(Unit::Bytes),
+            memory(|m| m.held as i64),
+        )?;
+        gauge(
+            &mut enc,
+            "weir_memory_peak",
+            "The most bytes of that memory held at once since start.",
+            Some(Unit::Bytes),
+            memory(|m| m.peak as i64),
+        )?;
+        gauge(
+            &mut enc,
+            "weir_memory_limit",
+            "That memory's limit (--request-memory-bytes, --answer-memory-bytes).",
+            Some(Unit::Bytes),
+            memory(|m| m.limit as i64),
+        )?;
+        counter(
+            &mut enc,
+            "weir_memory_waits_timed_out",
+            "Requests that waited for room in that memory past --socket-timeout-ms (their connections were closed), or fetches that found none within their wait.",
+            None,
+            memory(|m| m.timeouts as i64).map(|(l, v)| (l, v as u64)),
+        )?;
         counter(
             &mut enc,
             "weir_lost_wakeups",

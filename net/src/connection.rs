@@ -9,12 +9,17 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
+use futures::future::Either;
 use futures::io::BufReader;
 use futures_rustls::TlsAcceptor;
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
+use glommio::sync::{Semaphore, StaticPermit};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use std::future::Future;
+use std::time::Duration;
 use weir_core::auth::Principal;
+use weir_core::memory::Grant;
 use weir_core::Shard;
 
 use crate::codec::{decode_request, encode_response, encode_response_chunks, Decoded};
@@ -22,12 +27,44 @@ use crate::handlers::{self, api_versions, Caller};
 use crate::sasl::{SignIn, Then};
 use crate::transport;
 
-/// A request's encoded answer (none for acks=0 produce), when it is ready.
-type ResponseTask = glommio::task::JoinHandle<Option<Vec<Bytes>>>;
+/// A request's encoded answer, and what it holds until it is sent.
+struct Answer {
+    chunks: Vec<Bytes>,
+    /// A fetch's share of the shard's answer memory.
+    _hold: Option<Grant>,
+    /// A fetch's turn: the connection's next fetch starts once this one's
+    /// answer is sent.
+    _turn: Option<StaticPermit>,
+}
+
+/// A request's answer (none for acks=0 produce), when it is ready.
+type ResponseTask = glommio::task::JoinHandle<Option<Answer>>;
 
 /// An answer that is ready now (sign-in steps, handled in line).
 fn ready(chunks: Vec<Bytes>) -> ResponseTask {
-    glommio::spawn_local(async move { Some(chunks) }).detach()
+    glommio::spawn_local(async move {
+        Some(Answer {
+            chunks,
+            _hold: None,
+            _turn: None,
+        })
+    })
+    .detach()
+}
+
+/// `work`'s output, or `None` when `timeout` passes first. Most work is
+/// done at its first poll (the frame is buffered, the socket has room):
+/// then no timer is set.
+async fn within<F: Future>(timeout: Duration, work: F) -> Option<F::Output> {
+    let mut work = std::pin::pin!(work);
+    if let std::task::Poll::Ready(out) = futures::poll!(work.as_mut()) {
+        return Some(out);
+    }
+    let timer = std::pin::pin!(glommio::timer::sleep(timeout));
+    match futures::future::select(work, timer).await {
+        Either::Left((out, _)) => Some(out),
+        Either::Right(_) => None,
+    }
 }
 
 /// Serves one Kafka connection until it closes; with `tls`, after its
@@ -43,15 +80,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
         .unwrap_or_default()
         .into();
     let _ = stream.set_nodelay(true);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let mut sign_in = SignIn::new(client_host.clone());
     let (mut inbound, mut outbound) = match tls {
-        None => match transport::plain(stream) {
-            Ok(ends) => ends,
-            Err(e) => {
-                log::error!("{peer}: dup failed: {e}");
-                return;
-            }
-        },
+        None => transport::plain(stream),
         Some(acceptor) => {
             let socket = transport::Socket(stream);
             let buffered = BufReader::with_capacity(transport::READ_BUFFER_BYTES, socket);
@@ -81,9 +113,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
         shard.config.max_in_flight_per_connection,
     );
     let latency = shard.stats.latency.clone();
+    let timeout = shard.config.socket_timeout;
+    let writer_peer = peer.clone();
     let write_task = glommio::spawn_local(async move {
         while let Some((read_at, pending)) = rx.recv().await {
-            let Some(Some(chunks)) = pending.await else {
+            let Some(Some(answer)) = pending.await else {
                 continue;
             };
             // Timed up to the send: a loopback send runs the receiver's
@@ -91,13 +125,31 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
             if let Some(t) = read_at {
                 latency.produce(t.elapsed());
             }
-            if let Err(e) = outbound.write(&chunks).await {
-                log::debug!("write failed: {e}");
-                return;
+            match within(timeout, outbound.write(&answer.chunks)).await {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    log::debug!("write failed: {e}");
+                    return;
+                }
+                None => {
+                    let bytes: usize = answer.chunks.iter().map(Bytes::len).sum();
+                    log::warn!(
+                        "{writer_peer}: closing: an answer of {bytes} bytes was not taken within {} ms (--socket-timeout-ms); the client reads nothing",
+                        timeout.as_millis()
+                    );
+                    // Wakes the reader too, which may be waiting for bytes.
+                    // SAFETY: shutdown on the connection's own descriptor.
+                    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+                    return;
+                }
             }
+            drop(answer);
         }
         outbound.close().await;
     });
+    // One fetch at a time: a client that pipelines fetches and reads none
+    // of their answers holds one fetch's memory, not one per request.
+    let fetch_turns = Rc::new(Semaphore::new(1));
     let max = shard.config.max_request_bytes;
     loop {
         let mut len = [0u8; 4];
@@ -115,8 +167,31 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
             log::warn!("{peer}: closing: a frame of {len} bytes (the limit is {max})");
             break;
         }
-        let Ok(frame) = inbound.read_frame(len as usize).await else {
+        // The frame's bytes are the shard's request memory's until it is
+        // answered; a frame that does not fit waits unread. Waiting and
+        // receiving together take at most the socket timeout.
+        let deadline = Instant::now() + shard.config.socket_timeout;
+        let memory = &shard.request_memory;
+        let Some(grant) = memory.take(len as usize, deadline).await else {
+            log::warn!(
+                "{peer}: closing: a frame of {len} bytes waited {} ms (--socket-timeout-ms) for room in the shard's request memory ({} of {} bytes held by requests being received or served; --request-memory-bytes)",
+                shard.config.socket_timeout.as_millis(),
+                memory.used(),
+                memory.limit()
+            );
             break;
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        let frame = match within(left, inbound.read_frame(len as usize)).await {
+            Some(Ok(frame)) => frame,
+            Some(Err(_)) => break,
+            None => {
+                log::warn!(
+                    "{peer}: closing: a frame of {len} bytes did not arrive within {} ms (--socket-timeout-ms)",
+                    shard.config.socket_timeout.as_millis()
+                );
+                break;
+            }
         };
         let read_at = Instant::now();
         if sign_in.raw {
@@ -173,6 +248,15 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
             }
         }
         let produce = matches!(&decoded, Decoded::Request(r) if r.api_key == ApiKey::Produce);
+        let fetch = matches!(&decoded, Decoded::Request(r) if r.api_key == ApiKey::Fetch);
+        // Taken here, in arrival order: the previous fetch's answer is sent.
+        let turn = match fetch {
+            true => match fetch_turns.acquire_static_permit(1).await {
+                Ok(t) => Some(t),
+                Err(_) => break,
+            },
+            false => None,
+        };
         let s = shard.clone();
         let client_host = client_host.clone();
         let caller = Caller {
@@ -180,6 +264,8 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
             host: client_host.clone(),
         };
         let task = glommio::spawn_local(async move {
+            // The frame's request memory is given back once it is answered.
+            let _grant = grant;
             match decoded {
                 Decoded::UnsupportedApiVersions { correlation_id } => {
                     let body = ResponseKind::ApiVersions(api_versions::response(
@@ -187,7 +273,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
                     ));
                     encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)
                         .ok()
-                        .map(|b| vec![b])
+                        .map(|b| Answer {
+                            chunks: vec![b],
+                            _hold: None,
+                            _turn: None,
+                        })
                 }
                 Decoded::Request(mut req) => {
                     req.client_host = Some(client_host);
@@ -198,7 +288,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
                         encode_response_chunks(key, version, cid, &reply.body, &reply.records);
                     s.record_request(key as i16, read_at.elapsed());
                     match encoded {
-                        Ok(b) => Some(b),
+                        Ok(chunks) => Some(Answer {
+                            chunks,
+                            _hold: reply.hold,
+                            _turn: turn,
+                        }),
                         Err(e) => {
                             log::error!("{e}");
                             None

@@ -61,6 +61,7 @@ async fn accept_kafka(
     let mut next_id = 0u64;
     let guard = CancelOnDrop(live.clone());
     let mut last_warning = None;
+    let mut last_failure = None;
     loop {
         // At the limit, stop accepting (as Kafka's max.connections does):
         // new clients wait in the listen backlog until a connection ends.
@@ -79,7 +80,11 @@ async fn accept_kafka(
         let stream = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
-                log::warn!("shard {}: accept failed: {e}", shard.id);
+                // Out of descriptors, say: said once in ten seconds.
+                if last_failure.is_none_or(|t: std::time::Instant| t.elapsed().as_secs() >= 10) {
+                    last_failure = Some(std::time::Instant::now());
+                    log::warn!("shard {}: accept failed: {e}", shard.id);
+                }
                 glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
                 continue;
             }
@@ -122,9 +127,20 @@ impl Drop for CancelOnDrop {
 /// (statements in the body; the last one's rows as a JSON array, or
 /// `{"error": ...}`).
 async fn serve_http(shard: Rc<Shard>, listener: TcpListener, tls: Option<TlsAcceptor>) {
+    let mut last_warning: Option<std::time::Instant> = None;
     loop {
-        let Ok(stream) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of descriptors, say: wait for some to close rather
+                // than spin on the error.
+                if last_warning.is_none_or(|t| t.elapsed().as_secs() >= 10) {
+                    last_warning = Some(std::time::Instant::now());
+                    log::warn!("shard {}: HTTP accept failed: {e}", shard.id);
+                }
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
         };
         let s = shard.clone();
         let tls = tls.clone();

@@ -45,6 +45,23 @@ def produce_v3(topic, partition, records, acks=-1):
             + struct.pack(">i", 1) + struct.pack(">i", partition) + struct.pack(">i", len(records)) + records)
 
 
+def fetch_v4(topic, partition, offset, max_bytes, max_wait_ms=500):
+    """Fetch v4 body for one partition (read_uncommitted)."""
+    return (struct.pack(">iiiib", -1, max_wait_ms, 1, max_bytes, 0) + struct.pack(">i", 1) + string(topic)
+            + struct.pack(">i", 1) + struct.pack(">iqi", partition, offset, max_bytes))
+
+
+def large_record_batch(values):
+    """A valid v2 record batch of any size (`record_batch` stops at 1 MiB)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                  batch_size=sum(len(v) for v in values) + (1 << 20))
+    for i, v in enumerate(values):
+        assert b.append(i, timestamp=None, key=None, value=v, headers=[]) is not None
+    return bytes(b.build())
+
+
 def parse_produce_v3_response(frame):
     """-> (correlation_id, [(topic, partition, error_code, base_offset)])"""
     cid, ntopics = struct.unpack_from(">ii", frame, 0)

@@ -109,6 +109,10 @@ pub struct ShardReport {
     pub fetch_wakes: u64,
     pub fetch_expiries: u64,
     pub cache_bytes: usize,
+    /// Request frames' memory (`memory`).
+    pub request_memory: crate::memory::MemoryReport,
+    /// Fetch answers' memory (`memory`).
+    pub answer_memory: crate::memory::MemoryReport,
     /// Times the watchdog found this shard asleep past its heartbeat and
     /// woke it (a lost wake-up; see `watchdog`).
     pub lost_wakeups: u64,
@@ -124,6 +128,10 @@ pub struct Shard {
     catalog: RefCell<Arc<Catalog>>,
     partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
     pub cache: RefCell<TailCache>,
+    /// Bytes of request frames held (`memory`).
+    pub request_memory: Rc<crate::memory::MemoryBudget>,
+    /// Bytes of fetch answers held until sent (`memory`).
+    pub answer_memory: Rc<crate::memory::MemoryBudget>,
     mesh: Senders<ShardJob>,
     /// Serialises catalog changes (used on the catalog shard only).
     catalog_lock: Semaphore,
@@ -207,6 +215,8 @@ impl Shard {
             fetch_expiries: self.stats.fetch_expiries.get(),
             sign_in_failures: self.sign_in_throttle.failed_total(),
             cache_bytes: self.cache.borrow().bytes(),
+            request_memory: self.request_memory.report(),
+            answer_memory: self.answer_memory.report(),
             lost_wakeups: self.hearts.woken(self.id),
             latency_us: self.stats.latency.report(),
         }

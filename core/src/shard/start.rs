@@ -113,6 +113,12 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     catalog: RefCell::new(catalog.clone()),
                     partitions: RefCell::new(HashMap::new()),
                     cache: RefCell::new(TailCache::new(config.cache_bytes_per_shard)),
+                    request_memory: crate::memory::MemoryBudget::new(
+                        config.request_memory_bytes.max(config.max_request_bytes),
+                    ),
+                    answer_memory: crate::memory::MemoryBudget::new(
+                        config.answer_memory_bytes.max(config.fetch_max_bytes),
+                    ),
                     mesh: senders,
                     catalog_lock: Semaphore::new(1),
                     stopping: stopping.clone(),

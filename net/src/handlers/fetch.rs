@@ -4,12 +4,13 @@
 //! and lists the aborted transactions in what it read.
 
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
+use weir_core::memory::Grant;
 use weir_core::shard::FetchPartition;
 use weir_core::Chunks;
 use weir_core::{ErrorCode, Shard};
@@ -24,15 +25,16 @@ pub const MAX: i16 = 18;
 /// The longest a fetch may wait, whatever the client asks.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 
-/// The response, and the records of each of its partitions in the order
-/// they appear in it (the codec writes them in, shared, not copied; the
-/// response's own `records` fields are left empty).
+/// The response, the records of each of its partitions in the order they
+/// appear in it (the codec writes them in, shared, not copied; the
+/// response's own `records` fields are left empty), and the shard's answer
+/// memory they hold until sent.
 pub async fn handle(
     shard: &Rc<Shard>,
     req: FetchRequest,
     version: i16,
     caller: &Caller,
-) -> (FetchResponse, Vec<Chunks>) {
+) -> (FetchResponse, Vec<Chunks>, Grant) {
     let catalog = shard.catalog();
     // (name as the response carries it, topic id, partitions: their place
     // among the reads, or why there is none)
@@ -77,6 +79,22 @@ pub async fn handle(
     } else {
         i32::MAX
     };
+    // Read no more than the shard's answer memory has free; with none free,
+    // wait for some within the fetch's own wait. Past it the fetch reads
+    // anyway, but at most its first batch (Kafka's rule that a fetch makes
+    // progress), so the budget is passed by one batch per such fetch.
+    let started = Instant::now();
+    let want = (max_bytes as usize).min(shard.config.fetch_max_bytes);
+    let memory = &shard.answer_memory;
+    let (hold, max_bytes) = match memory.take_some(want, started + max_wait).await {
+        Some(g) => {
+            let granted = g.bytes() as i32;
+            (g, granted)
+        }
+        None => (memory.take_up_to(0), 1),
+    };
+    let max_wait = max_wait.saturating_sub(started.elapsed());
+    let mut hold = hold;
     let mut results: Vec<_> = shard
         .fetch(parts, req.min_bytes, max_bytes, max_wait)
         .await
@@ -149,5 +167,6 @@ pub async fn handle(
     let response = FetchResponse::default()
         .with_session_id(0)
         .with_responses(responses);
-    (response, records)
+    hold.shrink_to(records.iter().map(Chunks::len).sum());
+    (response, records, hold)
 }

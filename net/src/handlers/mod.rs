@@ -195,6 +195,8 @@ pub struct Reply {
     /// Fetch: the records of each partition, in the order the response
     /// lists them (written in by the codec, shared, not copied).
     pub records: Vec<Chunks>,
+    /// Fetch: the shard's answer memory its records hold until sent.
+    pub hold: Option<weir_core::memory::Grant>,
 }
 
 /// Who sent a request: the connection's principal and address.
@@ -276,6 +278,7 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
         return Some(Reply {
             body,
             records: Vec::new(),
+            hold: None,
         });
     }
     let v = req.version;
@@ -288,10 +291,11 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
             ResponseKind::Produce(produce::handle(shard, r, v, caller).await?)
         }
         RequestKind::Fetch(r) => {
-            let (body, records) = fetch::handle(shard, r, v, caller).await;
+            let (body, records, hold) = fetch::handle(shard, r, v, caller).await;
             return Some(Reply {
                 body: ResponseKind::Fetch(body),
                 records,
+                hold: Some(hold),
             });
         }
         RequestKind::ListOffsets(r) => {
@@ -415,6 +419,7 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
     Some(Reply {
         body,
         records: Vec::new(),
+        hold: None,
     })
 }
 

@@ -1,0 +1,175 @@
+"""Bounded memory: what clients that never read, send slowly or send large
+requests all at once can make the node hold. Each shard lets request frames
+hold at most --request-memory-bytes and fetch answers not yet sent at most
+--answer-memory-bytes; past --socket-timeout-ms a client that does not take
+its answer, or does not finish sending its request, is disconnected with a
+line in the log saying which. Meanwhile other clients are served.
+
+The node here runs with small limits so the tests are quick; the node's
+resident size at a larger scale is `bench/memory_bound.py`'s.
+"""
+import socket
+import struct
+import threading
+import time
+import urllib.request
+
+from confluent_kafka import Producer
+
+import rawkafka
+from conftest import consume_all, create_topic
+
+MiB = 1 << 20
+REQUEST_MEMORY = 32 * MiB
+ANSWER_MEMORY = 8 * MiB
+LIMITS = ["--max-request-bytes", str(16 * MiB), "--request-memory-bytes", str(REQUEST_MEMORY),
+          "--fetch-max-bytes", str(4 * MiB), "--answer-memory-bytes", str(ANSWER_MEMORY),
+          "--cache-bytes-per-shard", str(4 * MiB), "--socket-timeout-ms", "2000"]
+
+
+def memory(node):
+    """{(shard, kind, what): bytes} of the weir_memory_* gauges."""
+    out = {}
+    with urllib.request.urlopen(node.http + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            for what in ("held", "peak", "limit"):
+                prefix = f"weir_memory_{what}_bytes{{"
+                if line.startswith(prefix):
+                    labels = dict(kv.split("=") for kv in line[len(prefix):line.index("}")].split(","))
+                    out[(labels["shard"].strip('"'), labels["kind"].strip('"'), what)] = \
+                        int(line.rsplit(" ", 1)[1])
+    return out
+
+
+def held(node, kind):
+    return sum(v for (_, k, what), v in memory(node).items() if k == kind and what == "held")
+
+
+def assert_within_limits(node):
+    m = memory(node)
+    for (shard, kind, what), v in m.items():
+        if what == "peak":
+            assert v <= m[(shard, kind, "limit")], f"shard {shard} {kind}: peak {v} over its limit"
+
+
+def peak_rss_mib(node):
+    with open(f"/proc/{node.proc.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM"):
+                return int(line.split()[1]) // 1024
+
+
+def closed_by_node(sock, timeout=30):
+    """Reads (and drops) whatever the node sent until it closes the
+    connection; whether it did within `timeout` seconds."""
+    sock.settimeout(timeout)
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline:
+            if not sock.recv(1 << 20):
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+    return False
+
+
+def socket_state(sock):
+    """`ss`'s line for the connection, for a failure's message."""
+    import subprocess
+    port = sock.getsockname()[1]
+    return subprocess.run(["ss", "-tn", f"( sport = :{port} or dport = :{port} )"],
+                          capture_output=True, text=True).stdout
+
+
+def wait_until(check, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def fill(bootstrap, topic, count, size):
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        p.produce(topic, bytes([i % 256]) * size)
+        p.poll(0)
+    assert p.flush(60) == 0
+
+
+def test_a_client_that_reads_no_answers_holds_one_fetch_and_is_disconnected(make_node):
+    node = make_node(extra=LIMITS)
+    create_topic(node.bootstrap, "deep")
+    fill(node.bootstrap, "deep", 300, 100_000)  # 30 MB, past what the cache keeps
+    # Thirty pipelined fetches of 4 MiB each from different places, none of
+    # whose answers is ever read.
+    stalled = rawkafka.connect(node.bootstrap)
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    for cid in range(30):
+        stalled.sendall(rawkafka.request(1, 4, rawkafka.fetch_v4("deep", 0, cid * 9, 4 * MiB),
+                                         correlation_id=cid))
+    # The node holds at most one of them, not thirty.
+    assert wait_until(lambda: held(node, "answers") > 0)
+    assert held(node, "answers") <= 4 * MiB + 200_000
+    # Another consumer reads the whole topic meanwhile.
+    consume_all(node.bootstrap, "deep", 1, expected=300)
+    assert node.await_log("was not taken within 2000 ms", timeout=30), "".join(node.log[-20:])
+    assert closed_by_node(stalled), socket_state(stalled)
+    assert wait_until(lambda: held(node, "answers") == 0)
+    assert_within_limits(node)
+
+
+def test_requests_sent_a_byte_at_a_time_are_refused_and_small_ones_pass(make_node):
+    node = make_node(extra=LIMITS)
+    create_topic(node.bootstrap, "wide")
+    # Eight 16 MiB frames announced and then sent a byte at a time: two fit
+    # in each shard's 32 MiB, the rest wait unread.
+    slow = []
+    for _ in range(8):
+        s = rawkafka.connect(node.bootstrap)
+        s.sendall(struct.pack(">i", 16 * MiB) + b"\0")
+        slow.append(s)
+    assert wait_until(lambda: held(node, "requests") >= 2 * 16 * MiB)
+    # Small requests pass them.
+    fill(node.bootstrap, "wide", 100, 1000)
+    for s in slow:
+        assert closed_by_node(s), socket_state(s)
+    assert node.await_log("did not arrive within 2000 ms")
+    assert wait_until(lambda: held(node, "requests") == 0)
+    consume_all(node.bootstrap, "wide", 1, expected=100)
+    assert_within_limits(node)
+
+
+def test_large_requests_at_once_wait_for_room_and_are_all_appended(make_node):
+    limits = LIMITS[:-1] + ["30000"]  # time to wait their turn
+    node = make_node(extra=limits)
+    create_topic(node.bootstrap, "large", config={"max.message.bytes": str(16 * MiB)})
+    # Twelve 12 MB produce requests at once: two at a time fit in a shard.
+    batch = rawkafka.large_record_batch([bytes([i]) * 1_000_000 for i in range(12)])
+    frame = rawkafka.request(0, 3, rawkafka.produce_v3("large", 0, batch))
+    answers = []
+
+    def send_large():
+        s = rawkafka.connect(node.bootstrap, timeout=60)
+        s.sendall(frame)
+        _cid, parts = rawkafka.parse_produce_v3_response(rawkafka.read_frame(s))
+        answers.append(parts[0][2])
+        s.close()
+
+    senders = [threading.Thread(target=send_large) for _ in range(12)]
+    for t in senders:
+        t.start()
+    for t in senders:
+        t.join(60)
+    assert answers == [0] * 12
+    records = consume_all(node.bootstrap, "large", 1, expected=12 * 12)
+    assert sorted(m.value()[0] for m in records) == sorted(list(range(12)) * 12)
+    assert wait_until(lambda: held(node, "requests") == 0)
+    assert_within_limits(node)
+    # Two shards' budgets, the tail caches and the node's own (a fresh node
+    # holds about 50 MiB) well inside 400 MiB; the twelve requests alone
+    # are 144 MB.
+    assert peak_rss_mib(node) < 400
