@@ -298,12 +298,33 @@ async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
                     )),
                 )
             } else {
-                while body.len() < len {
-                    let n = stream.read(&mut buf).await?;
-                    if n == 0 {
+                // The body takes from the shard's request memory as a Kafka
+                // frame does, and must arrive within the socket timeout.
+                let deadline = std::time::Instant::now() + shard.config.socket_timeout;
+                let Some(_grant) = shard.request_memory.take(len, deadline).await else {
+                    let why = "the node's memory for requests is full: try again";
+                    return respond(&mut stream, "503 Service Unavailable", &json_error(why)).await;
+                };
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let receive = async {
+                    while body.len() < len {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return Ok(false),
+                            Ok(n) => body.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    Ok(true)
+                };
+                match glommio::timer::timeout(left, receive).await {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(()), // the client went away
+                    Err(_) => {
+                        log::warn!(
+                            "{peer:?}: closing: an SQL body of {len} bytes did not arrive within {} ms (--socket-timeout-ms)",
+                            shard.config.socket_timeout.as_millis()
+                        );
                         return Ok(());
                     }
-                    body.extend_from_slice(&buf[..n]);
                 }
                 body.truncate(len);
                 let host = peer

@@ -252,15 +252,15 @@ class Checker:
                     if o >= len(self.log[p]) or self.log[p][o] != n]
             assert not lost, f"{len(lost)} {what} records missing or moved, e.g. {sorted(lost)[:5]}"
 
-    def check_commits(self, acked_commits):
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "crashloop"})
+    def check_commits(self, acked_commits, group="crashloop"):
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
         try:
             got = c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
         finally:
             c.close()
         kept = {tp.partition: tp.offset for tp in got}
         lost = {p: (o, kept.get(p)) for p, o in acked_commits.items() if kept.get(p, -1) < o}
-        assert not lost, f"acknowledged commits lost (acked, now): {lost}"
+        assert not lost, f"acknowledged commits of {group} lost (acked, now): {lost}"
 
 
 def wait_until_answering(node, began):
@@ -280,6 +280,18 @@ def wait_until_answering(node, began):
 
 def busy_loops(n):
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def tear_down(clients, load, node):
+    """Stops the clients and the busy loops and kills the node (woken
+    first if it was left stopped)."""
+    gc.enable()
+    clients.stop.set()
+    for p in load:
+        p.kill()
+    if node.proc.poll() is None:
+        node.proc.send_signal(signal.SIGCONT)
+        node.kill()
 
 
 def test_crash_loop_keeps_every_acknowledged_record(tmp_path):
@@ -334,10 +346,4 @@ def test_crash_loop_keeps_every_acknowledged_record(tmp_path):
         for line in lost_wakeups:
             print(line.rstrip())
     finally:
-        gc.enable()
-        clients.stop.set()
-        for p in load:
-            p.kill()
-        if node.proc.poll() is None:
-            node.proc.send_signal(signal.SIGCONT)
-            node.kill()
+        tear_down(clients, load, node)

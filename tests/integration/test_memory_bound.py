@@ -173,3 +173,17 @@ def test_large_requests_at_once_wait_for_room_and_are_all_appended(make_node):
     # holds about 50 MiB) well inside 400 MiB; the twelve requests alone
     # are 144 MB.
     assert peak_rss_mib(node) < 400
+
+
+def test_an_sql_body_sent_slowly_is_refused_and_other_statements_answer(make_node):
+    node = make_node(extra=LIMITS)
+    slow = socket.create_connection(("127.0.0.1", node.http_port))
+    slow.sendall(b"POST /sql HTTP/1.1\r\nHost: weir\r\nContent-Length: 1000000\r\n\r\nSELECT ")
+    # The body's bytes are the shard's request memory while it arrives.
+    assert wait_until(lambda: held(node, "requests") >= 1_000_000)
+    with urllib.request.urlopen(urllib.request.Request(
+            node.http + "/sql", data=b"SELECT 1 AS one", method="POST"), timeout=10) as r:
+        assert r.status == 200
+    assert closed_by_node(slow), socket_state(slow)
+    assert node.await_log("an SQL body of 1000000 bytes did not arrive within 2000 ms")
+    assert wait_until(lambda: held(node, "requests") == 0)
