@@ -101,8 +101,9 @@ struct ServeArgs {
     /// that does not fit waits unread. At least --max-request-bytes.
     #[arg(env = "WEIR_REQUEST_MEMORY_BYTES", long, default_value_t = 256 << 20)]
     request_memory_bytes: usize,
-    /// Bytes of fetch answers each shard holds at once, from the read until
-    /// sent; a fetch reads no more than is free. At least --fetch-max-bytes.
+    /// Bytes each shard's partitions let fetches hold at once, from the read
+    /// until sent; a read takes no more than is free (at least its first
+    /// batch). At least --fetch-max-bytes.
     #[arg(env = "WEIR_ANSWER_MEMORY_BYTES", long, default_value_t = 128 << 20)]
     answer_memory_bytes: usize,
     /// How long a request's bytes may take to arrive (waiting for request

@@ -37,10 +37,10 @@ pub struct NodeConfig {
     /// `queued.max.request.bytes`); a frame that does not fit waits unread.
     /// At least `max_request_bytes`.
     pub request_memory_bytes: usize,
-    /// Bytes of fetch answers each shard holds at once, from the read until
-    /// the last byte is sent; a fetch reads no more than is free (at least
-    /// one batch), and waits for some when none is. At least
-    /// `fetch_max_bytes`.
+    /// Bytes each shard's partitions let fetches hold at once, from the
+    /// read until the last byte is sent; a read takes no more than is free
+    /// (but at least its first batch), and a fetch waiting for data holds
+    /// none. At least `fetch_max_bytes`.
     pub answer_memory_bytes: usize,
     /// How long a request's bytes may take to arrive (waiting for request
     /// memory included) and an answer's to be taken by the client before

@@ -6,16 +6,20 @@
 //!   `queued.max.request.bytes`, Redpanda's request memory semaphore); a
 //!   frame that does not fit waits, unread, so the client's socket fills
 //!   and it waits too;
-//! - fetch answers take what they may read before reading and keep what
-//!   they read until the last byte is on the socket.
+//! - fetch reads take what they read from the partitions' owner's budget
+//!   as they read (no more than is free; at least one batch), and keep it
+//!   until the last byte is on the client's socket, on whichever shard
+//!   holds the connection. A fetch waiting for data holds nothing.
 //!
 //! Waiters are not served in order: a small request passes a large one
 //! that does not fit yet, so one 100 MiB frame cannot hold up every other
-//! client's small requests. Every wait has a deadline.
+//! client's small requests. Every wait has a deadline. Only the budget's
+//! own shard waits on it (glommio wakes a task on its own executor); a
+//! grant may be given back from any shard.
 
-use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
@@ -23,14 +27,14 @@ use std::time::Instant;
 #[derive(Debug)]
 pub struct MemoryBudget {
     limit: usize,
-    used: Cell<usize>,
+    used: AtomicUsize,
     /// Taken the most at once since start (for `/metrics`).
-    peak: Cell<usize>,
-    /// Tasks waiting for bytes to be given back: all are woken on each
-    /// return, and each tries again.
-    waiters: RefCell<Vec<Waker>>,
+    peak: AtomicUsize,
+    /// Tasks of the budget's shard waiting for bytes to be given back: all
+    /// are woken on each return, and each tries again.
+    waiters: Mutex<Vec<Waker>>,
     /// Waits that ran out of time.
-    pub timeouts: Cell<u64>,
+    timeouts: AtomicU64,
 }
 
 /// A budget at a moment.
@@ -47,18 +51,18 @@ pub struct MemoryReport {
 /// Bytes taken from a budget, given back when dropped.
 #[derive(Debug)]
 pub struct Grant {
-    budget: Rc<MemoryBudget>,
+    budget: Arc<MemoryBudget>,
     bytes: usize,
 }
 
 impl MemoryBudget {
-    pub fn new(limit: usize) -> Rc<MemoryBudget> {
-        Rc::new(MemoryBudget {
+    pub fn new(limit: usize) -> Arc<MemoryBudget> {
+        Arc::new(MemoryBudget {
             limit,
-            used: Cell::new(0),
-            peak: Cell::new(0),
-            waiters: RefCell::new(Vec::new()),
-            timeouts: Cell::new(0),
+            used: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            waiters: Mutex::new(Vec::new()),
+            timeouts: AtomicU64::new(0),
         })
     }
 
@@ -67,70 +71,76 @@ impl MemoryBudget {
     }
 
     pub fn used(&self) -> usize {
-        self.used.get()
+        self.used.load(Ordering::Relaxed)
     }
 
     pub fn peak(&self) -> usize {
-        self.peak.get()
+        self.peak.load(Ordering::Relaxed)
     }
 
     /// What `/stats` and `/metrics` show of it.
     pub fn report(&self) -> MemoryReport {
         MemoryReport {
-            held: self.used.get(),
-            peak: self.peak.get(),
+            held: self.used(),
+            peak: self.peak(),
             limit: self.limit,
-            timeouts: self.timeouts.get(),
+            timeouts: self.timeouts.load(Ordering::Relaxed),
         }
     }
 
-    fn take_now(self: &Rc<Self>, bytes: usize) -> Grant {
-        let used = self.used.get() + bytes;
-        self.used.set(used);
-        self.peak.set(self.peak.get().max(used));
-        Grant {
-            budget: self.clone(),
-            bytes,
+    /// Takes as much of `want` as `fits` allows of what is free now.
+    fn take_with(self: &Arc<Self>, want: usize, fits: impl Fn(usize, usize) -> usize) -> Grant {
+        let mut used = self.used.load(Ordering::Relaxed);
+        loop {
+            let bytes = fits(want, self.limit.saturating_sub(used));
+            match self.used.compare_exchange_weak(
+                used,
+                used + bytes,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.peak.fetch_max(used + bytes, Ordering::Relaxed);
+                    return Grant {
+                        budget: self.clone(),
+                        bytes,
+                    };
+                }
+                Err(now) => used = now,
+            }
         }
     }
 
     /// `bytes` now, if they fit.
-    pub fn try_take(self: &Rc<Self>, bytes: usize) -> Option<Grant> {
-        (self.used.get() + bytes <= self.limit).then(|| self.take_now(bytes))
+    pub fn try_take(self: &Arc<Self>, bytes: usize) -> Option<Grant> {
+        let g = self.take_with(bytes, |want, free| if want <= free { want } else { 0 });
+        (g.bytes == bytes).then_some(g)
     }
 
     /// As much of `want` as is free now (possibly nothing).
-    pub fn take_up_to(self: &Rc<Self>, want: usize) -> Grant {
-        let free = self.limit.saturating_sub(self.used.get());
-        self.take_now(want.min(free))
+    pub fn take_up_to(self: &Arc<Self>, want: usize) -> Grant {
+        self.take_with(want, usize::min)
+    }
+
+    /// `bytes` whether they fit or not: what a read that must return its
+    /// first batch holds beyond what was free.
+    pub fn take_anyway(self: &Arc<Self>, bytes: usize) -> Grant {
+        self.take_with(bytes, |want, _| want)
     }
 
     /// `bytes`, waiting until they fit or `deadline` passes (then `None`).
     /// More than the whole budget never fits: the caller refuses it first.
-    pub async fn take(self: &Rc<Self>, bytes: usize, deadline: Instant) -> Option<Grant> {
+    pub async fn take(self: &Arc<Self>, bytes: usize, deadline: Instant) -> Option<Grant> {
         if let Some(g) = self.try_take(bytes) {
             return Some(g);
         }
         self.wait_until(deadline, |b| b.try_take(bytes)).await
     }
 
-    /// At least one byte (as much of `want` as is free), waiting until some
-    /// is free or `deadline` passes (then `None`).
-    pub async fn take_some(self: &Rc<Self>, want: usize, deadline: Instant) -> Option<Grant> {
-        let some = |b: &Rc<Self>| {
-            let g = b.take_up_to(want);
-            (g.bytes > 0 || want == 0).then_some(g)
-        };
-        if let Some(g) = some(self) {
-            return Some(g);
-        }
-        self.wait_until(deadline, some).await
-    }
-
     async fn wait_until(
-        self: &Rc<Self>,
+        self: &Arc<Self>,
         deadline: Instant,
-        mut attempt: impl FnMut(&Rc<Self>) -> Option<Grant>,
+        mut attempt: impl FnMut(&Arc<Self>) -> Option<Grant>,
     ) -> Option<Grant> {
         let mut timer = Box::pin(glommio::timer::sleep(
             deadline.saturating_duration_since(Instant::now()),
@@ -142,12 +152,19 @@ impl MemoryBudget {
             if timer.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(None);
             }
-            self.waiters.borrow_mut().push(cx.waker().clone());
+            self.waiters
+                .lock()
+                .expect("not poisoned")
+                .push(cx.waker().clone());
+            // Given back between the attempt and the push: try again.
+            if let Some(g) = attempt(self) {
+                return Poll::Ready(Some(g));
+            }
             Poll::Pending
         })
         .await;
         if got.is_none() {
-            self.timeouts.set(self.timeouts.get() + 1);
+            self.timeouts.fetch_add(1, Ordering::Relaxed);
         }
         got
     }
@@ -156,8 +173,9 @@ impl MemoryBudget {
         if bytes == 0 {
             return;
         }
-        self.used.set(self.used.get() - bytes);
-        for w in self.waiters.borrow_mut().drain(..) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+        let waiters = std::mem::take(&mut *self.waiters.lock().expect("not poisoned"));
+        for w in waiters {
             w.wake();
         }
     }
@@ -168,12 +186,15 @@ impl Grant {
         self.bytes
     }
 
-    /// Gives back all but `bytes` (what an answer turned out to hold).
-    pub fn shrink_to(&mut self, bytes: usize) {
+    /// Makes the grant `bytes` (what a read turned out to hold): gives
+    /// back the rest, or takes what it read beyond (its first batch).
+    pub fn resize_to(&mut self, bytes: usize) {
         if bytes < self.bytes {
             self.budget.give_back(self.bytes - bytes);
-            self.bytes = bytes;
+        } else if bytes > self.bytes {
+            std::mem::forget(self.budget.take_anyway(bytes - self.bytes));
         }
+        self.bytes = bytes;
     }
 }
 
@@ -218,11 +239,14 @@ mod tests {
             assert!(b.try_take(50).is_none());
             assert_eq!(b.take_up_to(50).bytes(), 40);
             assert_eq!(b.used(), 60);
-            g.shrink_to(10);
+            g.resize_to(10);
             assert_eq!(b.used(), 10);
+            // A first batch larger than what was free is held all the same.
+            g.resize_to(120);
+            assert_eq!(b.used(), 120);
             drop(g);
             assert_eq!(b.used(), 0);
-            assert_eq!(b.peak(), 100);
+            assert_eq!(b.peak(), 120);
         });
     }
 
@@ -239,7 +263,7 @@ mod tests {
                 async move { b.take(80, far).await.map(|g| g.bytes()) }
             })
             .detach();
-            while b.waiters.borrow().is_empty() {
+            while b.waiters.lock().unwrap().is_empty() {
                 yield_once().await;
             }
             let small = b.take(20, far).await.expect("a small take fits at once");
@@ -250,10 +274,9 @@ mod tests {
             let hog = b.try_take(100).unwrap();
             let soon = Instant::now() + Duration::from_millis(20);
             assert!(b.take(1, soon).await.is_none());
-            assert!(b.take_some(10, soon).await.is_none());
-            assert_eq!(b.timeouts.get(), 2);
+            assert_eq!(b.report().timeouts, 1);
             drop(hog);
-            assert_eq!(b.take_some(500, soon).await.unwrap().bytes(), 100);
+            assert_eq!(b.take_up_to(500).bytes(), 100);
         });
     }
 }

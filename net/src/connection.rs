@@ -30,8 +30,8 @@ use crate::transport;
 /// A request's encoded answer, and what it holds until it is sent.
 struct Answer {
     chunks: Vec<Bytes>,
-    /// A fetch's share of the shard's answer memory.
-    _hold: Option<Grant>,
+    /// A fetch's answer memory (`weir_core::memory`).
+    _hold: Vec<Grant>,
     /// A fetch's turn: the connection's next fetch starts once this one's
     /// answer is sent.
     _turn: Option<StaticPermit>,
@@ -45,7 +45,7 @@ fn ready(chunks: Vec<Bytes>) -> ResponseTask {
     glommio::spawn_local(async move {
         Some(Answer {
             chunks,
-            _hold: None,
+            _hold: Vec::new(),
             _turn: None,
         })
     })
@@ -275,7 +275,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
                         .ok()
                         .map(|b| Answer {
                             chunks: vec![b],
-                            _hold: None,
+                            _hold: Vec::new(),
                             _turn: None,
                         })
                 }

@@ -45,11 +45,14 @@ def held(node, kind):
     return sum(v for (_, k, what), v in memory(node).items() if k == kind and what == "held")
 
 
-def assert_within_limits(node):
+def assert_within_limits(node, batch=0):
+    """Peaks within the limits; answers may pass theirs by one `batch`
+    (a read always returns its first batch, however large)."""
     m = memory(node)
     for (shard, kind, what), v in m.items():
         if what == "peak":
-            assert v <= m[(shard, kind, "limit")], f"shard {shard} {kind}: peak {v} over its limit"
+            slack = batch if kind == "answers" else 0
+            assert v <= m[(shard, kind, "limit")] + slack, f"shard {shard} {kind}: peak {v} over its limit"
 
 
 def peak_rss_mib(node):
@@ -168,7 +171,7 @@ def test_large_requests_at_once_wait_for_room_and_are_all_appended(make_node):
     records = consume_all(node.bootstrap, "large", 1, expected=12 * 12)
     assert sorted(m.value()[0] for m in records) == sorted(list(range(12)) * 12)
     assert wait_until(lambda: held(node, "requests") == 0)
-    assert_within_limits(node)
+    assert_within_limits(node, batch=len(batch))
     # Two shards' budgets, the tail caches and the node's own (a fresh node
     # holds about 50 MiB) well inside 400 MiB; the twelve requests alone
     # are 144 MB.

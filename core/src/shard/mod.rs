@@ -129,9 +129,10 @@ pub struct Shard {
     partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
     pub cache: RefCell<TailCache>,
     /// Bytes of request frames held (`memory`).
-    pub request_memory: Rc<crate::memory::MemoryBudget>,
-    /// Bytes of fetch answers held until sent (`memory`).
-    pub answer_memory: Rc<crate::memory::MemoryBudget>,
+    pub request_memory: Arc<crate::memory::MemoryBudget>,
+    /// Bytes read from this shard's partitions for fetch answers not yet
+    /// sent (`memory`; given back on the connection's shard).
+    pub answer_memory: Arc<crate::memory::MemoryBudget>,
     mesh: Senders<ShardJob>,
     /// Serialises catalog changes (used on the catalog shard only).
     catalog_lock: Semaphore,

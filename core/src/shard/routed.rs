@@ -13,6 +13,7 @@ use futures::future::{join_all, select, select_all, Either};
 
 use crate::by_partition::PartitionWork;
 use crate::error::{ErrorCode, KafkaError};
+use crate::memory::Grant;
 use crate::partition::{Partition, PartitionRead, ProduceResult};
 
 use super::Shard;
@@ -177,13 +178,15 @@ impl Shard {
     /// A fetch across shards: each owner reads (and waits, if nothing is
     /// there) for its partitions; the first owner to answer with data
     /// releases the others early, as Kafka completes a delayed fetch.
+    /// Answers each partition's read, and the answer memory the reads hold
+    /// (`memory`) until the answer is sent.
     pub async fn fetch(
         self: &Rc<Self>,
         parts: Vec<FetchPartition>,
         min_bytes: i32,
         max_bytes: i32,
         max_wait: Duration,
-    ) -> Vec<Result<PartitionRead, KafkaError>> {
+    ) -> (Vec<Result<PartitionRead, KafkaError>>, Vec<Grant>) {
         let catalog = self.catalog();
         let deadline = crate::clock::long_poll_deadline(Instant::now(), max_wait);
         let mut results: Vec<Option<Result<PartitionRead, KafkaError>>> = vec![None; parts.len()];
@@ -214,12 +217,14 @@ impl Shard {
             answers.push(first);
             answers.extend(join_all(rest).await);
         }
+        let mut held = Vec::with_capacity(answers.len());
         for a in answers {
             match a {
-                Ok(v) => {
+                Ok((v, grant)) => {
                     for (i, r) in v {
                         results[i] = Some(r);
                     }
+                    held.push(grant);
                 }
                 Err(e) => log::error!("fetch hop failed: {e}"),
             }
@@ -232,11 +237,14 @@ impl Shard {
                 })
             })
             .collect();
-        results
+        (results, held)
     }
 
     /// Reads this shard's part of a fetch; with less than `min_bytes`
     /// waits until an append wakes it, the deadline passes or `cancel`.
+    /// Each read takes what it reads from the shard's answer memory: no
+    /// more than is free, but at least its first batch (so a fetch always
+    /// progresses); waiting for data holds none.
     async fn fetch_local(
         self: &Rc<Self>,
         parts: Vec<(usize, FetchPartition)>,
@@ -244,7 +252,7 @@ impl Shard {
         max_bytes: i32,
         deadline: Instant,
         cancel: oneshot::Receiver<()>,
-    ) -> Vec<(usize, Result<PartitionRead, KafkaError>)> {
+    ) -> (Vec<(usize, Result<PartitionRead, KafkaError>)>, Grant) {
         self.stats.fetch_parts.set(self.stats.fetch_parts.get() + 1);
         let mut cancel = cancel;
         let mut cancelled = false;
@@ -255,7 +263,9 @@ impl Shard {
             // Read every partition at once (their disk reads overlap), then
             // apply the response budget in request order, as Kafka does: the
             // first partition with data always gets at least one batch.
-            let budget = (max_bytes.max(1) as usize).min(self.config.fetch_max_bytes);
+            let want = (max_bytes.max(1) as usize).min(self.config.fetch_max_bytes);
+            let mut grant = self.answer_memory.take_up_to(want);
+            let budget = grant.bytes().max(1);
             let limits = read_limits(parts.iter().map(|(_, fp)| fp.max_bytes), budget);
             let reads = join_all(parts.iter().zip(limits).map(|((_, fp), limit)| {
                 let part = self.partition(&fp.topic, fp.partition);
@@ -284,6 +294,7 @@ impl Shard {
                 }
                 out.push((*i, r));
             }
+            grant.resize_to(total);
             let now = Instant::now();
             if total >= min_bytes.max(1) as usize
                 || errors
@@ -292,7 +303,7 @@ impl Shard {
                 || cancelled
                 || self.is_stopping()
             {
-                return out;
+                return (out, grant);
             }
             let timer = Box::pin(glommio::timer::sleep(deadline - now));
             // An append wakes us, or the deadline passes (the check above

@@ -4,7 +4,7 @@
 //! and lists the aborted transactions in what it read.
 
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
@@ -27,14 +27,14 @@ const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 
 /// The response, the records of each of its partitions in the order they
 /// appear in it (the codec writes them in, shared, not copied; the
-/// response's own `records` fields are left empty), and the shard's answer
-/// memory they hold until sent.
+/// response's own `records` fields are left empty), and the answer memory
+/// they hold until sent (`weir_core::memory`).
 pub async fn handle(
     shard: &Rc<Shard>,
     req: FetchRequest,
     version: i16,
     caller: &Caller,
-) -> (FetchResponse, Vec<Chunks>, Grant) {
+) -> (FetchResponse, Vec<Chunks>, Vec<Grant>) {
     let catalog = shard.catalog();
     // (name as the response carries it, topic id, partitions: their place
     // among the reads, or why there is none)
@@ -79,28 +79,8 @@ pub async fn handle(
     } else {
         i32::MAX
     };
-    // Read no more than the shard's answer memory has free; with none free,
-    // wait for some within the fetch's own wait. Past it the fetch reads
-    // anyway, but at most its first batch (Kafka's rule that a fetch makes
-    // progress), so the budget is passed by one batch per such fetch.
-    let started = Instant::now();
-    let want = (max_bytes as usize).min(shard.config.fetch_max_bytes);
-    let memory = &shard.answer_memory;
-    let (hold, max_bytes) = match memory.take_some(want, started + max_wait).await {
-        Some(g) => {
-            let granted = g.bytes() as i32;
-            (g, granted)
-        }
-        None => (memory.take_up_to(0), 1),
-    };
-    let max_wait = max_wait.saturating_sub(started.elapsed());
-    let mut hold = hold;
-    let mut results: Vec<_> = shard
-        .fetch(parts, req.min_bytes, max_bytes, max_wait)
-        .await
-        .into_iter()
-        .map(Some)
-        .collect();
+    let (results, hold) = shard.fetch(parts, req.min_bytes, max_bytes, max_wait).await;
+    let mut results: Vec<_> = results.into_iter().map(Some).collect();
     let mut records = Vec::with_capacity(results.len());
     let responses = shape
         .into_iter()
@@ -167,6 +147,5 @@ pub async fn handle(
     let response = FetchResponse::default()
         .with_session_id(0)
         .with_responses(responses);
-    hold.shrink_to(records.iter().map(Chunks::len).sum());
     (response, records, hold)
 }

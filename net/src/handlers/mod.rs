@@ -195,8 +195,8 @@ pub struct Reply {
     /// Fetch: the records of each partition, in the order the response
     /// lists them (written in by the codec, shared, not copied).
     pub records: Vec<Chunks>,
-    /// Fetch: the shard's answer memory its records hold until sent.
-    pub hold: Option<weir_core::memory::Grant>,
+    /// Fetch: the answer memory its records hold until sent.
+    pub hold: Vec<weir_core::memory::Grant>,
 }
 
 /// Who sent a request: the connection's principal and address.
@@ -278,7 +278,7 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
         return Some(Reply {
             body,
             records: Vec::new(),
-            hold: None,
+            hold: Vec::new(),
         });
     }
     let v = req.version;
@@ -295,7 +295,7 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
             return Some(Reply {
                 body: ResponseKind::Fetch(body),
                 records,
-                hold: Some(hold),
+                hold,
             });
         }
         RequestKind::ListOffsets(r) => {
@@ -419,7 +419,7 @@ pub async fn handle(shard: &Rc<Shard>, req: Request, caller: &Caller) -> Option<
     Some(Reply {
         body,
         records: Vec::new(),
-        hold: None,
+        hold: Vec::new(),
     })
 }
 
