@@ -122,10 +122,11 @@ impl MemoryBudget {
         self.take_with(want, usize::min)
     }
 
-    /// `bytes` whether they fit or not: what a read that must return its
-    /// first batch holds beyond what was free.
-    pub fn take_anyway(self: &Arc<Self>, bytes: usize) -> Grant {
-        self.take_with(bytes, |want, _| want)
+    /// Counts `bytes` held whether they fit or not (a read's first batch
+    /// beyond what was free).
+    fn count_anyway(&self, bytes: usize) {
+        let used = self.used.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        self.peak.fetch_max(used, Ordering::Relaxed);
     }
 
     /// `bytes`, waiting until they fit or `deadline` passes (then `None`).
@@ -192,7 +193,7 @@ impl Grant {
         if bytes < self.bytes {
             self.budget.give_back(self.bytes - bytes);
         } else if bytes > self.bytes {
-            std::mem::forget(self.budget.take_anyway(bytes - self.bytes));
+            self.budget.count_anyway(bytes - self.bytes);
         }
         self.bytes = bytes;
     }
