@@ -11,6 +11,8 @@
 //! - [`log`]: a partition's segments, appends, group commit, reads, retention.
 //! - [`producer_state`]: idempotent producers' sequence numbers per partition.
 //! - [`crash_point`]: named points where a test makes the node abort.
+//! - `sim_disk` (tests only): a seeded disk under the log's writes that
+//!   reorders, fails and tears them, and takes crash images.
 //!
 //! Invariant: only the shard that owns a partition touches its files; every
 //! type here is `!Send` and lives on that shard.
@@ -26,6 +28,8 @@ pub mod log;
 pub mod producer_state;
 pub mod records;
 pub mod segment;
+#[cfg(test)]
+pub(crate) mod sim_disk;
 #[doc(hidden)]
 pub mod testing;
 

@@ -37,14 +37,22 @@ impl PartitionLog {
     ///
     /// `flush` returns when everything appended before the call is durable
     /// (or a flush failed); the log's own flushers (`flusher`) use
-    /// `flush_timed`.
+    /// `flush_timed`. Its outcome is published as theirs is: the flushers
+    /// may have stopped for finding nothing left to write because this
+    /// flush took it, and then the appenders it made durable hear it here.
     pub async fn flush(&self) -> Result<i64, StorageError> {
-        self.flush_timed().await?;
-        self.wait_idle().await;
-        match &self.state.borrow().failed {
-            Some(why) => Err(StorageError::Io(why.clone())),
-            None => Ok(self.high_watermark()),
-        }
+        let result = match self.flush_timed().await {
+            Ok(_) => {
+                self.wait_idle().await;
+                match &self.state.borrow().failed {
+                    Some(why) => Err(StorageError::Io(why.clone())),
+                    None => Ok(self.high_watermark()),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        self.publish(result.clone());
+        result
     }
 
     /// One flush, and how long it waited and wrote (`None` when there was

@@ -31,11 +31,11 @@ struct AckWaiter {
 /// The flusher tasks' bookkeeping and the watermark's waiters.
 pub(super) struct Flushers {
     /// Flusher tasks running (their writes may be in flight together).
-    running: Cell<usize>,
+    pub(super) running: Cell<usize>,
     /// The most flusher tasks at once (`set_flushing`).
     max_in_flight: Cell<usize>,
     /// Whether the zero-writing task runs.
-    zero_task: Cell<bool>,
+    pub(super) zero_task: Cell<bool>,
     acks: RefCell<Vec<AckWaiter>>,
     /// Readers waiting for the high watermark to move.
     watchers: RefCell<Vec<oneshot::Sender<()>>>,

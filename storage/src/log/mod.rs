@@ -88,6 +88,8 @@ mod flush;
 mod flusher;
 mod read;
 #[cfg(test)]
+mod sim_tests;
+#[cfg(test)]
 mod tests;
 
 /// Where an append landed.
@@ -186,6 +188,10 @@ async fn write_whole(
     buf: glommio::io::DmaBuffer,
     pos: u64,
 ) -> Result<(), String> {
+    #[cfg(test)]
+    if let Some(r) = crate::sim_disk::write(file, buf.as_bytes(), pos).await {
+        return r;
+    }
     let len = buf.len();
     match file.write_at(buf, pos).await {
         Ok(n) if n == len => Ok(()),
@@ -291,7 +297,21 @@ impl PartitionLog {
                     for &later in &bases[i + 1..] {
                         let _ = std::fs::remove_file(log_path(dir, later));
                         let _ = std::fs::remove_file(crate::segment::clean_path(dir, later));
+                        let _ = std::fs::remove_file(snapshot_path(dir, later));
                     }
+                    // It is the last segment now, and the producer state
+                    // loaded above was of a segment dropped: opened again as
+                    // the last one, from the snapshot taken when it was
+                    // rolled to (state ahead of the log would answer a
+                    // producer's resend of a batch lost here as a
+                    // duplicate).
+                    drop(seg);
+                    producers = std::fs::read(snapshot_path(dir, base))
+                        .ok()
+                        .and_then(|bytes| ProducerStates::decode(&bytes))
+                        .unwrap_or_default();
+                    let seg =
+                        Segment::open(dir, base, true, None, now_ms, Some(&mut producers)).await?;
                     segments.insert(base, seg);
                     break;
                 }
@@ -507,9 +527,7 @@ impl PartitionLog {
     /// Nothing may be appended after it.
     pub async fn close(&self) -> Result<(), StorageError> {
         self.closed.set(true);
-        let r = self.flush().await;
-        self.publish(r.clone());
-        r?;
+        self.flush().await?;
         let (path, state) = {
             let st = self.state.borrow();
             let seg = st.segments.values().next_back().expect("a segment");

@@ -558,6 +558,39 @@ fn watchers_wake_when_the_watermark_moves() {
     });
 }
 
+/// A flush called directly (a shard retrying after a failed write) that
+/// takes everything the flushers would have written answers their
+/// appenders: the flusher finds nothing left, publishes the watermark it
+/// had, and stops, so no one else would. (Found by the simulated disk.)
+#[test]
+fn a_direct_flush_answers_the_appenders_it_made_durable() {
+    in_log_dir("direct-flush", |d| async move {
+        use futures::FutureExt;
+        let log = Rc::new(
+            PartitionLog::open(&d, LogConfig::default(), 0)
+                .await
+                .unwrap(),
+        );
+        let (a, _) = log.append(&batches(4, 1), 0).await.unwrap();
+        // Starts a flusher task; it has not run yet.
+        let first = log.durable_past(a.last_offset);
+        let (b, _) = log.append(&batches(2, 2), 0).await.unwrap();
+        // One flusher at most: this one starts none.
+        let second = log.durable_past(b.last_offset);
+        assert_eq!(log.flush().await.unwrap(), 6);
+        glommio::executor().yield_task_queue_now().await;
+        let answered = |r: Option<Result<(), StorageError>>| matches!(r, Some(Ok(())));
+        assert!(
+            answered(first.now_or_never()),
+            "the first appender was not answered"
+        );
+        assert!(
+            answered(second.now_or_never()),
+            "the second appender was not answered"
+        );
+    });
+}
+
 /// A transactional batch of `count` records from producer `pid`.
 fn txn_batch(pid: i64, seq: i32, count: i32) -> Vec<(BatchHeader, Bytes)> {
     let mut b = make_batch(count, 1000, crate::batch::ATTR_TRANSACTIONAL);

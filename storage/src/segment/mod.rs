@@ -325,10 +325,18 @@ impl Segment {
             None => {
                 seg.scan(file_size, producers, now_ms, is_last).await?;
                 seg.verified.set(seg.size);
-                if let Some(end) = expected_end.filter(|_| !is_last && seg.size < file_size) {
+                // Whether the segment was ever sealed: its batches were
+                // then all durable, and a sealed segment ends with its last
+                // batch. One never sealed before the last may have been
+                // torn by a crash: its later batches were not durable, nor
+                // was anything after them.
+                let was_sealed =
+                    || index_path(dir, base).exists() || time_index_path(dir, base).exists();
+                if let Some(end) =
+                    expected_end.filter(|_| !is_last && seg.size < file_size && was_sealed())
+                {
                     if seg.damaged_after_scan(file_size).await? {
-                        // Sealed segments end with their last batch, so
-                        // this is damage, not a torn write: nothing
+                        // So this is damage, not a torn write: nothing
                         // acknowledged may be cut off or dropped. The
                         // file stays as it is; the log goes on at `end`.
                         log::error!(
@@ -352,9 +360,14 @@ impl Segment {
                 }
                 // A compacted segment may have lost its last batches: when
                 // its file holds nothing but whole batches, it ends where
-                // the next segment begins.
+                // the next segment begins. Only a sealed segment can have
+                // been compacted: one never sealed that ends early was
+                // rolled from before its batches were written (a crash
+                // between a roll and the flush after it leaves it empty),
+                // and recovery cuts the log there rather than leave
+                // offsets that were never written in the middle of it.
                 if let Some(end) = expected_end {
-                    if !is_last && seg.size == file_size && seg.next_offset < end {
+                    if !is_last && seg.size == file_size && seg.next_offset < end && was_sealed() {
                         seg.next_offset = end;
                     }
                 }
