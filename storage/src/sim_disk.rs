@@ -188,6 +188,7 @@ impl SimDisk {
             if entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
                 std::fs::copy(entry.path(), self.image.join(entry.file_name()))
                     .expect("copying into the image");
+                write_back(&std::fs::File::open(entry.path()).expect("a file of the log"));
             }
         }
         let mut fates = Fates::default();
@@ -273,17 +274,29 @@ impl SimDisk {
     }
 }
 
-/// Writes `file`'s dirty pages back (no device flush): the log reads with
-/// O_DIRECT on a polled ring, where a read over pages still dirty in the
-/// page cache fails with EOPNOTSUPP instead of waiting for them.
+/// Writes `file`'s dirty pages back (no device flush) and drops its pages
+/// from the page cache: the log's files are read and written with
+/// O_DIRECT, and a direct read over cached pages of the same file takes
+/// other paths in the kernel (on a polled ring it fails with EOPNOTSUPP,
+/// or waits on a worker) than the log ever meets. After a crash the cache
+/// is empty too.
 fn write_back(file: &std::fs::File) {
     use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
     let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
         | libc::SYNC_FILE_RANGE_WRITE
         | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-    // SAFETY: a valid open descriptor; the call touches no memory of ours.
-    let r = unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, flags) };
+    // SAFETY: a valid open descriptor; the calls touch no memory of ours.
+    let r = unsafe { libc::sync_file_range(fd, 0, 0, flags) };
     assert_eq!(r, 0, "sync_file_range: {}", std::io::Error::last_os_error());
+    // SAFETY: as above.
+    let r = unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(
+        r,
+        0,
+        "posix_fadvise: {}",
+        std::io::Error::from_raw_os_error(r)
+    );
 }
 
 /// Makes the write of `buf` at `pos` in `file` on the simulated disk, when
@@ -303,10 +316,19 @@ pub(crate) async fn write(
         .write(true)
         .open(&path)
         .expect("opening a segment file");
-    let size = f.metadata().expect("a segment file's size").len();
-    let mut before = vec![0u8; buf.len().min(size.saturating_sub(pos) as usize)];
-    f.read_exact_at(&mut before, pos)
-        .expect("reading a segment file");
+    // What is there before the write, up to the file's end (a seal's
+    // truncate of another segment may run on glommio's blocking threads
+    // meanwhile, so the end is where reading stops, not a size read first).
+    let mut before = vec![0u8; buf.len()];
+    let mut got = 0;
+    while got < before.len() {
+        match f.read_at(&mut before[got..], pos + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) => panic!("reading {}: {e}", path.display()),
+        }
+    }
+    before.truncate(got);
     {
         let in_flight = disk.in_flight.borrow();
         let end = pos + buf.len() as u64;

@@ -83,6 +83,19 @@ impl Flights {
 
     /// The id the next flush will get: waiting for every flight before it
     /// is waiting until none is in flight.
+    /// The flights in the queue (id, landed, void) and the flushes
+    /// waiting, for a test that must say why it hangs.
+    #[cfg(test)]
+    pub(super) fn describe(&self) -> String {
+        let q: Vec<_> = self
+            .queue
+            .iter()
+            .map(|f| (f.id, f.landed, f.void))
+            .collect();
+        let w: Vec<_> = self.waiting.iter().map(|(id, _)| *id).collect();
+        format!("flights {q:?} waiting {w:?} next {}", self.next_id)
+    }
+
     pub(super) fn next_id(&self) -> u64 {
         self.next_id
     }

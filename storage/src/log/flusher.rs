@@ -23,8 +23,8 @@ use crate::StorageError;
 type FlushObserver = Box<dyn Fn(FlushTimes)>;
 
 /// An appender waiting for the high watermark to pass its last offset.
-struct AckWaiter {
-    last_offset: i64,
+pub(super) struct AckWaiter {
+    pub(super) last_offset: i64,
     tx: oneshot::Sender<Result<(), StorageError>>,
 }
 
@@ -36,7 +36,7 @@ pub(super) struct Flushers {
     max_in_flight: Cell<usize>,
     /// Whether the zero-writing task runs.
     pub(super) zero_task: Cell<bool>,
-    acks: RefCell<Vec<AckWaiter>>,
+    pub(super) acks: RefCell<Vec<AckWaiter>>,
     /// Readers waiting for the high watermark to move.
     watchers: RefCell<Vec<oneshot::Sender<()>>>,
     /// The high watermark readers were last woken for (a flush that lands

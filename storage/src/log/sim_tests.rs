@@ -56,7 +56,49 @@ struct Tally {
 
 /// Runs one seed in `root`: the workload on the simulated disk, then the
 /// image's recovery and its checks.
+thread_local! {
+    /// Where the seed running is (said when one does not end).
+    static STAGE: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") };
+}
+
+thread_local! {
+    /// The log the seed running works on (described when it does not end).
+    static CURRENT: RefCell<std::rc::Weak<PartitionLog>> = RefCell::new(std::rc::Weak::new());
+}
+
+fn describe_current() -> String {
+    let Some(log) = CURRENT.with(|c| c.borrow().upgrade()) else {
+        return "no log".into();
+    };
+    let st = log.state.try_borrow();
+    let state = match st {
+        Ok(st) => format!(
+            "end {} durable {} failed {:?} unwritten {}",
+            st.next_offset,
+            st.durable_offset,
+            st.failed,
+            st.unsealed().any(|s| s.unwritten())
+        ),
+        Err(_) => "state borrowed".into(),
+    };
+    format!(
+        "{state}; {}; flushers {} zero task {} acks {:?}; zeroing {:?}; append lock {} zero lock {}",
+        log.flights.borrow().describe(),
+        log.flushers.running.get(),
+        log.flushers.zero_task.get(),
+        log.flushers.acks.borrow().iter().map(|a| a.last_offset).collect::<Vec<_>>(),
+        log.zeroing.get(),
+        log.append_lock.available(),
+        log.zero_lock.available()
+    )
+}
+
+fn stage(s: &'static str) {
+    STAGE.with(|c| c.set(s));
+}
+
 async fn run_seed(seed: u64, root: &Path, tally: &mut Tally) {
+    stage("workload");
     let mut rng = Rng::new(seed);
     let dir = root.join("log");
     let image = root.join("image");
@@ -74,6 +116,7 @@ async fn run_seed(seed: u64, root: &Path, tally: &mut Tally) {
     let fail_one_in = if rng.one_in(3) { 6 } else { 0 };
     let disk = SimDisk::install(seed, &dir, &image, crash_at, fail_one_in);
     let log = Rc::new(PartitionLog::open(&dir, cfg, 0).await.unwrap());
+    CURRENT.with(|c| *c.borrow_mut() = Rc::downgrade(&log));
     log.set_flushing(1 + rng.below(3) as usize, |_| {});
     let weak = Rc::downgrade(&log);
     disk.observe(move || {
@@ -128,14 +171,17 @@ async fn run_seed(seed: u64, root: &Path, tally: &mut Tally) {
             }
         }));
     }
-    for j in joins {
+    for (t, j) in joins.into_iter().enumerate() {
+        STAGE.with(|c| c.set(["appender 0", "appender 1", "appender 2", "appender 3"][t]));
         j.await;
     }
+    stage("final flush");
     let mut tries = 0;
     while log.flush().await.is_err() {
         tries += 1;
         assert!(tries < 100, "seed {seed}: the log never flushed again");
     }
+    stage("the log's own tasks");
     disk.take_image_now();
     // The log's own tasks (flushers, zeros ahead) end before the next
     // seed's disk is installed. (Slept, not yielded: a task that always
@@ -182,6 +228,7 @@ async fn run_seed(seed: u64, root: &Path, tally: &mut Tally) {
             kept.display()
         );
     }
+    stage("recovery");
     let past = check_image(seed, &image, cfg, at, &appended).await;
     tally.kept_past_watermark += past;
 }
@@ -195,9 +242,14 @@ async fn check_image(
     at: AtCrash,
     appended: &BTreeMap<i64, Bytes>,
 ) -> u64 {
-    let log = PartitionLog::open(image, cfg, 0)
-        .await
-        .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
+    stage("recovery: open");
+    let log = Rc::new(
+        PartitionLog::open(image, cfg, 0)
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}")),
+    );
+    CURRENT.with(|c| *c.borrow_mut() = Rc::downgrade(&log));
+    stage("recovery: reads");
     let end = log.log_end();
     assert!(
         at.high_watermark <= end && end <= at.log_end,
@@ -257,6 +309,7 @@ async fn check_image(
     assert_eq!(next, end, "seed {seed}: the log ends inside a batch");
     // The producers' state came back with the log: each one's last batch
     // sent again is answered with its offsets, and nothing is appended.
+    stage("recovery: resends");
     for (pid, b) in &last_of_producer {
         let h = BatchHeader::parse(b).unwrap();
         let again = split_produced(b).unwrap();
@@ -268,10 +321,12 @@ async fn check_image(
         );
     }
     // And the log goes on.
+    stage("recovery: append and flush");
     let (a, _) = log.append(&batch(3, 7, None), 5).await.unwrap();
     assert_eq!(a.base_offset, end, "seed {seed}");
     assert_eq!(log.flush().await.unwrap(), end + 3, "seed {seed}");
     drop(log);
+    stage("recovery: reopen");
     let log = PartitionLog::open(image, cfg, 0).await.unwrap();
     assert_eq!(
         log.log_end(),
@@ -289,29 +344,45 @@ fn data_root(name: &str) -> PathBuf {
     ))
 }
 
-/// Runs `seeds` on one executor thread.
+/// Runs `seeds` one after another, each on a fresh executor (as a
+/// restarted node has), from one thread.
 fn run_seeds(name: String, seeds: Vec<u64>) -> std::thread::JoinHandle<Tally> {
     std::thread::spawn(move || {
         let root = data_root(&name);
         let tally = std::sync::Arc::new(std::sync::Mutex::new(Tally::default()));
-        let t = tally.clone();
-        let r = root.clone();
-        crate::testing::run_local(move || async move {
-            std::fs::create_dir_all(&r).unwrap();
-            crate::segment::prepare_direct_io(&r).await.unwrap();
-            let mut tally = Tally::default();
-            for seed in seeds {
+        for seed in seeds {
+            let t = tally.clone();
+            let r = root.clone();
+            crate::testing::run_local(move || async move {
+                std::fs::create_dir_all(&r).unwrap();
+                crate::segment::prepare_direct_io(&r).await.unwrap();
+                let mut tally = std::mem::take(&mut *t.lock().unwrap());
+                // A timer that keeps waking the executor, as a node's
+                // shard has (its 100 ms heartbeat). Without one, about one
+                // seed in 4,000 never ended: a glommio I/O (a seal's
+                // truncate or sync, a roll's snapshot, an open) did not
+                // complete while nothing else could wake the executor.
+                glommio::spawn_local(async {
+                    loop {
+                        glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                })
+                .detach();
                 // The disk has no clock: a seed takes milliseconds, and one
-                // that does not end has an appender never answered.
+                // that does not end has something waiting forever.
                 let run = Box::pin(run_seed(seed, &r, &mut tally));
-                let limit = Box::pin(glommio::timer::sleep(std::time::Duration::from_secs(60)));
+                let limit = Box::pin(glommio::timer::sleep(std::time::Duration::from_secs(20)));
                 if let futures::future::Either::Right(_) = futures::future::select(run, limit).await
                 {
-                    panic!("seed {seed} did not end: an appender or a flush waits forever");
+                    panic!(
+                        "seed {seed} did not end: it waits forever in {} ({})",
+                        STAGE.with(|c| c.get()),
+                        describe_current()
+                    );
                 }
-            }
-            *t.lock().unwrap() = tally;
-        });
+                *t.lock().unwrap() = tally;
+            });
+        }
         let _ = std::fs::remove_dir_all(&root);
         let all = std::mem::take(&mut *tally.lock().unwrap());
         all
