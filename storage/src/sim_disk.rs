@@ -73,6 +73,15 @@ pub struct Fates {
     pub shortened: u64,
 }
 
+impl Fates {
+    pub fn add(&mut self, o: &Fates) {
+        self.dropped += o.dropped;
+        self.applied += o.applied;
+        self.torn += o.torn;
+        self.shortened += o.shortened;
+    }
+}
+
 /// A write submitted and not yet completed.
 struct InFlight {
     id: u64,

@@ -81,8 +81,6 @@ impl Flights {
         id
     }
 
-    /// The id the next flush will get: waiting for every flight before it
-    /// is waiting until none is in flight.
     /// The flights in the queue (id, landed, void) and the flushes
     /// waiting, for a test that must say why it hangs.
     #[cfg(test)]
@@ -96,6 +94,8 @@ impl Flights {
         format!("flights {q:?} waiting {w:?} next {}", self.next_id)
     }
 
+    /// The id the next flush will get: waiting for every flight before it
+    /// is waiting until none is in flight.
     pub(super) fn next_id(&self) -> u64 {
         self.next_id
     }
