@@ -224,6 +224,36 @@ fn flushes_in_flight_together_pad_and_read_back() {
     });
 }
 
+/// A crash after appends rolled two segments and before any of their
+/// batches was written leaves two empty segment files after the durable
+/// end: recovery ends the log there, claiming no offset it never wrote
+/// (a reader at such an offset would find nothing below the log end).
+/// Found by the simulated disk.
+#[test]
+fn segments_rolled_to_but_never_written_end_the_log_where_its_data_ends() {
+    in_log_dir("rolled-unwritten", |d| async move {
+        let cfg = LogConfig {
+            segment_bytes: 300,
+            ..LogConfig::default()
+        };
+        let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+        log.append(&batches(3, 1), 5).await.unwrap();
+        assert_eq!(log.flush().await.unwrap(), 3);
+        // Each of these rolls a segment of its own; none is flushed.
+        for i in 0..3 {
+            log.append(&batches(40, 2 + i), 5).await.unwrap();
+        }
+        let rolled: Vec<i64> = log.state.borrow().segments.keys().copied().collect();
+        assert!(rolled.len() >= 3, "no segments rolled: {rolled:?}");
+        drop(log); // a crash: nothing more is written
+        let log = PartitionLog::open(&d, cfg, 0).await.unwrap();
+        assert_eq!(log.log_end(), 3);
+        assert_reads_densely(&log, 3).await;
+        drop(log);
+        assert_reopens_and_goes_on(&d, cfg, 3).await;
+    });
+}
+
 #[test]
 fn a_crash_before_an_earlier_flush_landed_recovers_to_before_it() {
     in_log_dir("hole", |d| async move {
