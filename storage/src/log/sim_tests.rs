@@ -67,16 +67,12 @@ impl Tally {
     }
 }
 
-/// Runs one seed in `root`: the workload on the simulated disk, then the
-/// image's recovery and its checks.
 thread_local! {
     /// Where the seed running is (said when one does not end).
     static STAGE: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") };
-}
-
-thread_local! {
     /// The log the seed running works on (described when it does not end).
-    static CURRENT: RefCell<std::rc::Weak<PartitionLog>> = RefCell::new(std::rc::Weak::new());
+    static CURRENT: RefCell<std::rc::Weak<PartitionLog>> =
+        const { RefCell::new(std::rc::Weak::new()) };
 }
 
 fn describe_current() -> String {
@@ -110,6 +106,8 @@ fn stage(s: &'static str) {
     STAGE.with(|c| c.set(s));
 }
 
+/// Runs one seed in `root`: the workload on the simulated disk, then the
+/// image's recovery and its checks.
 async fn run_seed(seed: u64, root: &Path, tally: &mut Tally) {
     stage("workload");
     let mut rng = Rng::new(seed);
