@@ -490,6 +490,40 @@ impl Shard {
     }
 
     /// Flushes every partition (clean stop).
+    /// Snapshots the rows of each keyed table partition of this shard that
+    /// is due one (`table::keyed`): a segment rolled since its last, or,
+    /// `stopping`, anything appended since. One at a time.
+    pub async fn snapshot_keyed(&self, stopping: bool) {
+        let catalog = self.catalog();
+        let parts: Vec<_> = self.partitions.borrow().values().cloned().collect();
+        for p in parts {
+            if self.is_stopping() != stopping {
+                return;
+            }
+            let Some(meta) = catalog.topics.get(&p.topic) else {
+                continue;
+            };
+            let Some(schema) = meta.schema.as_ref().filter(|s| s.is_keyed()) else {
+                continue;
+            };
+            let started = std::time::Instant::now();
+            match self.keyed.snapshot(&p, meta, schema, stopping).await {
+                Ok(true) => log::info!(
+                    "{}-{}: keyed rows snapshotted in {} ms",
+                    p.topic,
+                    p.index,
+                    started.elapsed().as_millis()
+                ),
+                Ok(false) => {}
+                Err(e) => log::warn!(
+                    "{}-{}: snapshotting the keyed rows failed (a restart replays more of the log): {e}",
+                    p.topic,
+                    p.index
+                ),
+            }
+        }
+    }
+
     pub async fn close_all(&self) {
         let parts: Vec<_> = self.partitions.borrow().values().cloned().collect();
         join_all(parts.iter().map(|p| p.close())).await;

@@ -197,6 +197,27 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     )
                     .expect("the compaction queue")
                 };
+                // Keyed tables' rows are kept up to date and snapshotted
+                // beside the cleaner, at its share of the core.
+                let snapshots = {
+                    let shard = shard.clone();
+                    let every = config.compaction_check_interval.min(KEYED_SNAPSHOT_EVERY);
+                    let queue = glommio::executor().create_task_queue(
+                        glommio::Shares::Static(100),
+                        glommio::Latency::NotImportant,
+                        "keyed-snapshots",
+                    );
+                    glommio::spawn_local_into(
+                        async move {
+                            loop {
+                                glommio::timer::sleep(every).await;
+                                shard.snapshot_keyed(false).await;
+                            }
+                        },
+                        queue,
+                    )
+                    .expect("the keyed snapshots' queue")
+                };
                 let mut ticks = 0u64;
                 let tick = crate::watchdog::BEAT;
                 let retention_every =
@@ -217,6 +238,8 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                 // answer its producers, then stop serving other shards.
                 server.cancel().await;
                 cleaner.cancel().await;
+                snapshots.cancel().await;
+                shard.snapshot_keyed(true).await;
                 shard.close_all().await;
                 shard.groups.close().await;
                 for t in tasks {
@@ -392,3 +415,9 @@ impl Node {
 const TXN_EVERY: u64 = 10;
 /// Ticks between expiries of idle transactional ids (a minute).
 const TXN_EXPIRY_EVERY: u64 = 600;
+
+/// How often each keyed table partition's rows are brought up to date and
+/// checked for a due snapshot (`table::keyed`): a restart after a kill reads
+/// at most about this much of the log past the newest snapshot, besides
+/// `TAIL_RECORDS`.
+const KEYED_SNAPSHOT_EVERY: Duration = Duration::from_secs(1);

@@ -3,6 +3,15 @@
 //! each scan. Held by the table code, not by the partition: a partition
 //! knows its log, not what SQL makes of it.
 //!
+//! **Layers.** A partition's rows are, newest last: the snapshot chain on
+//! disk (`keyed_snapshot`, mapped, read in place), a *frozen* layer being
+//! written out as the next snapshot, and the rows applied from the log
+//! since. A lookup goes from the newest layer down. At start-up only the
+//! log past the chain's last offset is read; the shard's snapshot task
+//! turns the applied rows into a delta (or merges the chain into a new full
+//! snapshot) at segment rolls, every `TAIL_RECORDS` records and at a
+//! clean stop.
+//!
 //! **One row per key across partitions.** A producer picks a record's
 //! partition from its key's bytes with its own partitioner (Java's murmur2,
 //! librdkafka's CRC-32 by default) and its own spelling of the key (`1`,
@@ -24,6 +33,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
+use super::keyed_snapshot::{self, parse_row, RowSource, Snapshot};
 use super::scan::{each_record, table_row, ScanError};
 use super::schema::TableSchema;
 use crate::by_partition::TopicPartition;
@@ -39,6 +49,25 @@ pub struct Entry {
     /// `None`: deleted (kept only in a table of several partitions, where
     /// it hides older copies elsewhere).
     pub row: Option<Vec<Value>>,
+}
+
+/// A key's latest write, wherever it is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Latest {
+    pub offset: i64,
+    pub timestamp: i64,
+    /// A row rather than a deletion.
+    pub live: bool,
+}
+
+impl Latest {
+    fn of(e: &Entry) -> Latest {
+        Latest {
+            offset: e.offset,
+            timestamp: e.timestamp,
+            live: e.row.is_some(),
+        }
+    }
 }
 
 /// A copy of a key outside its home partition, as `settle` compares it.
@@ -59,48 +88,144 @@ pub fn rank(timestamp: i64, at_home: bool, partition: i32) -> (i64, bool, i32) {
     (timestamp, at_home, partition)
 }
 
-/// One keyed table partition's current rows.
+/// Writes applied in memory, by key: each key's latest, or `None` for a
+/// key removed (it masks the same key in the layers below).
+pub type Layer = HashMap<Vec<u8>, Option<Entry>>;
+
+/// Records applied since the newest snapshot that make a new one due
+/// (besides a segment roll): what a restart reads at most, about.
+const TAIL_RECORDS: i64 = 100_000;
+/// Deltas after which the chain is merged into a full snapshot, whatever
+/// their size.
+const MAX_DELTAS: usize = 8;
+
+/// One keyed table partition's current rows, in layers, each newer than
+/// the ones below and masking their keys: the snapshot chain mapped from
+/// disk (`keyed_snapshot`: a full snapshot and deltas), the writes being
+/// made into the next snapshot (frozen while it is written), and the
+/// writes applied since.
 #[derive(Default)]
 pub struct KeyedRows {
     /// Every record below this offset is applied.
     upto: i64,
-    /// Key → its latest write here.
-    rows: HashMap<Vec<u8>, Entry>,
-    /// The keys whose home is another partition, for `partitions`.
-    strays: HashSet<Vec<u8>>,
+    /// Oldest first.
+    snaps: Vec<Rc<Snapshot>>,
+    frozen: Option<Rc<Layer>>,
+    rows: Layer,
     partitions: i32,
     /// Deletions kept (timestamp, key), oldest first, to forget them
     /// after `delete.retention.ms`.
     tombstones: VecDeque<(i64, Vec<u8>)>,
+    /// Bumped when the rows are dropped and rebuilt: a snapshot taken
+    /// before does not replace them.
+    generation: u64,
 }
 
 impl KeyedRows {
+    /// The rows as of the snapshots in the partition's directory, if there
+    /// are any made under `schema` and the log still holds what follows
+    /// them; otherwise none (the log is replayed).
+    fn open(p: &Partition, schema: &str) -> KeyedRows {
+        let start = p.log.log_start();
+        let mut rows = KeyedRows {
+            upto: start,
+            ..KeyedRows::default()
+        };
+        let chain = Snapshot::open_chain(p.log.dir(), schema);
+        for why in &chain.refused {
+            log::warn!(
+                "{}-{}: {why}; reading the log from before it",
+                p.topic,
+                p.index
+            );
+        }
+        let Some(upto) = chain.files.last().map(|f| f.upto) else {
+            return rows;
+        };
+        if upto < start || upto > p.log.high_watermark() {
+            log::info!(
+                "{}-{}: the keyed rows' snapshots (up to offset {upto}) are outside the log \
+                 ({start}..{}): rebuilding the rows from the log",
+                p.topic,
+                p.index,
+                p.log.high_watermark()
+            );
+            return rows;
+        }
+        log::info!(
+            "{}-{}: keyed rows from {} snapshot file(s) up to offset {upto}, then the log from there",
+            p.topic,
+            p.index,
+            chain.files.len()
+        );
+        rows.upto = upto;
+        rows.tombstones = chain.tombstones.into();
+        rows.snaps = chain.files.into_iter().map(Rc::new).collect();
+        rows
+    }
+
+    /// Where the newest snapshot ends.
+    fn snapshot_upto(&self) -> Option<i64> {
+        self.snaps.last().map(|s| s.upto)
+    }
+
+    /// The latest write of `key` here.
+    pub fn get(&self, key: &[u8]) -> Option<Latest> {
+        match self.rows.get(key) {
+            Some(slot) => slot.as_ref().map(Latest::of),
+            None => self.below(key),
+        }
+    }
+
+    /// The latest write of `key` in the layers below the newest.
+    fn below(&self, key: &[u8]) -> Option<Latest> {
+        if let Some(slot) = self.frozen.as_ref().and_then(|f| f.get(key)) {
+            return slot.as_ref().map(Latest::of);
+        }
+        let held = self.snaps.iter().rev().find_map(|s| s.get(key))?;
+        (!held.gone).then_some(Latest {
+            offset: held.offset,
+            timestamp: held.timestamp,
+            live: held.row.is_some(),
+        })
+    }
+
+    /// Every key's latest write (rows and kept deletions), oldest first.
+    fn latest_writes(&self) -> impl Iterator<Item = (&[u8], Latest, Row<'_>)> + '_ {
+        let newest = &self.rows;
+        chain_writes(&self.snaps, self.frozen.as_deref())
+            .filter(move |(k, _, _)| !newest.contains_key(*k))
+            .chain(layer_writes(newest))
+    }
+
     /// The live rows, oldest write first (the order a scan returns them
     /// in), without the copies in `losers` (this is partition `index`).
     pub fn rows_in_offset_order<'a>(
         &'a self,
         index: i32,
         losers: Option<&'a Losers>,
-    ) -> impl Iterator<Item = &'a Vec<Value>> + 'a {
-        let mut rows: Vec<(&Vec<u8>, &Entry)> =
-            self.rows.iter().filter(|(_, e)| e.row.is_some()).collect();
-        if let Some(lost) = losers.and_then(|l| l.get(&index)) {
-            rows.retain(|(k, _)| !lost.contains(&k[..]));
-        }
-        rows.sort_by_key(|(_, e)| e.offset);
-        rows.into_iter().filter_map(|(_, e)| e.row.as_ref())
+    ) -> impl Iterator<Item = Result<Vec<Value>, String>> + 'a {
+        let lost = losers.and_then(|l| l.get(&index));
+        self.latest_writes()
+            .filter(move |(k, _, _)| !lost.is_some_and(|l| l.contains(*k)))
+            .filter_map(|(_, _, row)| match row {
+                Row::Values(v) => Some(Ok(v.clone())),
+                Row::Text(t) => Some(parse_row(t)),
+                Row::Gone => None,
+            })
     }
 
     /// This partition's copies of keys whose home is elsewhere.
     pub fn claims(&self, index: i32) -> Vec<Claim> {
-        self.strays
-            .iter()
-            .filter_map(|k| {
-                self.rows.get(k).map(|e| Claim {
-                    key: k.clone(),
-                    partition: index,
-                    timestamp: e.timestamp,
-                })
+        if self.partitions <= 1 {
+            return Vec::new();
+        }
+        self.latest_writes()
+            .filter(|(k, _, _)| partition_for_key(k, self.partitions) != index)
+            .map(|(k, l, _)| Claim {
+                key: k.to_vec(),
+                partition: index,
+                timestamp: l.timestamp,
             })
             .collect()
     }
@@ -124,7 +249,7 @@ impl KeyedRows {
             }
         }
         for (key, (ts, at_home, partition)) in best {
-            let Some(e) = self.rows.get(key) else {
+            let Some(e) = self.get(key) else {
                 continue;
             };
             let stray = (ts, at_home, partition);
@@ -137,41 +262,57 @@ impl KeyedRows {
         losers
     }
 
-    /// The latest write of `key` here.
-    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
-        self.rows.get(key)
+    /// Freezes the writes since the newest snapshot for the next one: a
+    /// delta of them, or, when the deltas add up to half the full snapshot
+    /// (or there is none), the whole chain merged into a full one.
+    fn freeze(&mut self) -> (Frozen, keyed_snapshot::Span) {
+        let frozen = Rc::new(std::mem::take(&mut self.rows));
+        self.frozen = Some(frozen.clone());
+        let deltas: usize = self.snaps.iter().skip(1).map(|s| s.entry_count()).sum();
+        let full = self.snaps.first().map_or(0, |s| s.entry_count());
+        let merge = self.snaps.is_empty()
+            || self.snaps.len() > MAX_DELTAS
+            || 2 * (deltas + frozen.len()) >= full;
+        let span = keyed_snapshot::Span {
+            from: if merge { None } else { self.snapshot_upto() },
+            upto: self.upto,
+            tombstones: self.tombstones.iter().cloned().collect(),
+        };
+        let writes = Frozen {
+            snaps: self.snaps.clone(),
+            frozen,
+            merge,
+        };
+        (writes, span)
     }
 
-    fn apply(&mut self, key: &[u8], entry: Entry, index: i32) {
-        if entry.row.is_none() && self.partitions <= 1 {
-            self.rows.remove(key);
-            self.strays.remove(key);
-            return;
+    /// Puts a snapshot written from `freeze` in place of what it holds.
+    fn adopt(&mut self, snap: Snapshot, merge: bool) {
+        if merge {
+            self.snaps.clear();
         }
+        self.snaps.push(Rc::new(snap));
+        self.frozen = None;
+    }
+
+    /// Removes `key` (masking it where a lower layer holds it).
+    fn remove(&mut self, key: &[u8]) {
+        if self.below(key).is_some() {
+            self.rows.insert(key.to_vec(), None);
+        } else {
+            self.rows.remove(key);
+        }
+    }
+
+    fn apply(&mut self, key: &[u8], entry: Entry) {
         if entry.row.is_none() {
+            if self.partitions <= 1 {
+                self.remove(key);
+                return;
+            }
             self.tombstones.push_back((entry.timestamp, key.to_vec()));
         }
-        if self.partitions > 1 && partition_for_key(key, self.partitions) != index {
-            self.strays.insert(key.to_vec());
-        }
-        self.rows.insert(key.to_vec(), entry);
-    }
-
-    /// Homes computed for `partitions` (the table grew: some move).
-    fn rehome(&mut self, partitions: i32, index: i32) {
-        if partitions == self.partitions {
-            return;
-        }
-        self.partitions = partitions;
-        self.strays = if partitions > 1 {
-            self.rows
-                .keys()
-                .filter(|k| partition_for_key(k, partitions) != index)
-                .cloned()
-                .collect()
-        } else {
-            HashSet::new()
-        };
+        self.rows.insert(key.to_vec(), Some(entry));
     }
 
     /// Forgets deletions older than `horizon` (ms).
@@ -181,13 +322,127 @@ impl KeyedRows {
                 break;
             }
             let (ts, key) = self.tombstones.pop_front().expect("a front");
-            if self
-                .rows
-                .get(&key)
-                .is_some_and(|e| e.row.is_none() && e.timestamp == ts)
-            {
-                self.rows.remove(&key);
-                self.strays.remove(&key);
+            if self.get(&key).is_some_and(|e| !e.live && e.timestamp == ts) {
+                self.remove(&key);
+            }
+        }
+    }
+}
+
+/// Every key's latest write (rows and kept deletions) in a snapshot chain
+/// and the layer above it, oldest first.
+fn chain_writes<'a>(
+    snaps: &'a [Rc<Snapshot>],
+    frozen: Option<&'a Layer>,
+) -> impl Iterator<Item = (&'a [u8], Latest, Row<'a>)> + 'a {
+    let snapshotted = snaps.iter().enumerate().flat_map(move |(i, snap)| {
+        let newer = &snaps[i + 1..];
+        snap.entries()
+            .filter(move |h| {
+                !frozen.is_some_and(|f| f.contains_key(h.key))
+                    && !newer.iter().any(|n| n.get(h.key).is_some())
+            })
+            .map(|h| {
+                let l = Latest {
+                    offset: h.offset,
+                    timestamp: h.timestamp,
+                    live: h.row.is_some(),
+                };
+                (h.key, l, h.row.map_or(Row::Gone, Row::Text))
+            })
+    });
+    snapshotted.chain(frozen.into_iter().flat_map(layer_writes))
+}
+
+/// A layer's latest writes (not its masks), oldest first.
+fn layer_writes(layer: &Layer) -> impl Iterator<Item = (&[u8], Latest, Row<'_>)> + '_ {
+    let mut held: Vec<(&[u8], &Entry)> = layer
+        .iter()
+        .filter_map(|(k, slot)| slot.as_ref().map(|e| (&k[..], e)))
+        .collect();
+    held.sort_unstable_by_key(|(_, e)| e.offset);
+    held.into_iter().map(|(k, e)| {
+        (
+            k,
+            Latest::of(e),
+            e.row.as_ref().map_or(Row::Gone, Row::Values),
+        )
+    })
+}
+
+/// A row as a layer holds it.
+enum Row<'a> {
+    Values(&'a Vec<Value>),
+    /// Its JSON text, in a snapshot.
+    Text(&'a [u8]),
+    Gone,
+}
+
+/// What a snapshot being written holds: the frozen layer, merged with the
+/// chain below it (a full snapshot) or alone (a delta).
+struct Frozen {
+    snaps: Vec<Rc<Snapshot>>,
+    frozen: Rc<Layer>,
+    merge: bool,
+}
+
+impl Frozen {
+    /// The writes to make, masks first, then in offset order.
+    fn iter(&self) -> Box<dyn Iterator<Item = keyed_snapshot::Write<'_>> + '_> {
+        if self.merge {
+            return Box::new(chain_writes(&self.snaps, Some(&self.frozen)).map(to_write));
+        }
+        let masks = self
+            .frozen
+            .iter()
+            .filter(|(_, slot)| slot.is_none())
+            .map(|(key, _)| keyed_snapshot::Write {
+                key,
+                offset: -1,
+                timestamp: -1,
+                row: RowSource::Text(None),
+                gone: true,
+            });
+        Box::new(masks.chain(layer_writes(&self.frozen).map(to_write)))
+    }
+}
+
+/// A write as a snapshot file takes it.
+fn to_write<'a>((key, l, row): (&'a [u8], Latest, Row<'a>)) -> keyed_snapshot::Write<'a> {
+    keyed_snapshot::Write {
+        key,
+        offset: l.offset,
+        timestamp: l.timestamp,
+        row: match row {
+            Row::Values(v) => RowSource::Values(Some(v)),
+            Row::Text(t) => RowSource::Text(Some(t)),
+            Row::Gone => RowSource::Text(None),
+        },
+        gone: false,
+    }
+}
+
+/// Puts a frozen layer back under the newest one if its snapshot was not
+/// made (failed, or its task was cancelled by a stopping node).
+struct Unfreeze {
+    rows: Rc<RefCell<KeyedRows>>,
+    generation: u64,
+    done: bool,
+}
+
+impl Drop for Unfreeze {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut st = self.rows.borrow_mut();
+        if st.generation != self.generation {
+            return;
+        }
+        if let Some(frozen) = st.frozen.take() {
+            let frozen = Rc::try_unwrap(frozen).unwrap_or_else(|f| (*f).clone());
+            for (k, slot) in frozen {
+                st.rows.entry(k).or_insert(slot);
             }
         }
     }
@@ -201,19 +456,24 @@ pub struct KeyedTables {
 
 impl KeyedTables {
     /// The partition's rows with every record up to its high watermark
-    /// applied (the records appended since the last scan are read now).
+    /// applied (the records appended since the last scan are read now;
+    /// the first time, those past the partition's snapshot).
     pub async fn refreshed(
         &self,
         p: &Partition,
         meta: &TopicMeta,
         schema: &TableSchema,
     ) -> Result<Rc<RefCell<KeyedRows>>, ScanError> {
-        let rows = self
-            .tables
-            .borrow_mut()
-            .entry(TopicPartition::new(p.topic.clone(), p.index))
-            .or_default()
-            .clone();
+        let tp = TopicPartition::new(p.topic.clone(), p.index);
+        let held = self.tables.borrow().get(&tp).cloned();
+        let rows = match held {
+            Some(rows) => rows,
+            None => {
+                let rows = Rc::new(RefCell::new(KeyedRows::open(p, &schema_text(schema))));
+                self.tables.borrow_mut().insert(tp, rows.clone());
+                rows
+            }
+        };
         let start = p.log.log_start();
         let from = {
             let mut st = rows.borrow_mut();
@@ -222,10 +482,11 @@ impl KeyedTables {
                 // before it are gone from the log, so they go here too.
                 *st = KeyedRows {
                     upto: start,
+                    generation: st.generation + 1,
                     ..KeyedRows::default()
                 };
             }
-            st.rehome(meta.partitions(), p.index);
+            st.partitions = meta.partitions();
             st.upto
         };
         each_record(p, from, &mut |r| {
@@ -240,7 +501,7 @@ impl KeyedTables {
                     timestamp: r.timestamp,
                     row: table_row(schema, r),
                 };
-                st.apply(k, entry, p.index);
+                st.apply(k, entry);
             }
             st.upto = r.offset + 1;
             Ok(ControlFlow::Continue(()))
@@ -251,11 +512,66 @@ impl KeyedTables {
         Ok(rows)
     }
 
+    /// Brings the partition's rows up to date (loading them from their
+    /// snapshots the first time) and snapshots them when that is due: a
+    /// segment rolled since the newest snapshot or `TAIL_RECORDS` were
+    /// applied since, or, `stopping`, anything was (then only rows already
+    /// held: a stopping node does not load them). The writes since the
+    /// newest snapshot are frozen and written as a delta, or, when the
+    /// deltas add up to half the full snapshot (or there is none), merged
+    /// with the chain into a new full one. Returns whether one was written.
+    pub async fn snapshot(
+        &self,
+        p: &Partition,
+        meta: &TopicMeta,
+        schema: &TableSchema,
+        stopping: bool,
+    ) -> Result<bool, String> {
+        let tp = TopicPartition::new(p.topic.clone(), p.index);
+        if stopping && !self.tables.borrow().contains_key(&tp) {
+            return Ok(false);
+        }
+        let rows = self.refreshed(p, meta, schema).await.map_err(|e| match e {
+            ScanError::Statement(why) | ScanError::Read(why) => why,
+        })?;
+        let (writes, span, generation) = {
+            let mut st = rows.borrow_mut();
+            let since = st.snapshot_upto().unwrap_or_else(|| p.log.log_start());
+            let applied = st.upto - since;
+            let due =
+                applied > 0 && (stopping || applied >= TAIL_RECORDS || p.log.active_base() > since);
+            if st.frozen.is_some() || !due {
+                return Ok(false);
+            }
+            let (writes, span) = st.freeze();
+            (writes, span, st.generation)
+        };
+        let mut unfreeze = Unfreeze {
+            rows: rows.clone(),
+            generation,
+            done: false,
+        };
+        let snap =
+            keyed_snapshot::write(p.log.dir(), &schema_text(schema), span, writes.iter()).await?;
+        let mut st = rows.borrow_mut();
+        if st.generation == generation {
+            st.adopt(snap, writes.merge);
+        }
+        unfreeze.done = true;
+        Ok(true)
+    }
+
     /// Forgets a partition this shard no longer has (its topic deleted, or
     /// made again under the same name).
     pub fn forget(&self, tp: &TopicPartition) {
         self.tables.borrow_mut().remove(tp);
     }
+}
+
+/// The schema as a snapshot records it: rows made under another are not
+/// used.
+fn schema_text(schema: &TableSchema) -> String {
+    serde_json::to_string(schema).expect("a schema encodes")
 }
 
 #[cfg(test)]
@@ -278,11 +594,13 @@ mod tests {
             .unwrap()
     }
 
-    fn rows_of(index: i32, entries: &[(&[u8], Entry)]) -> KeyedRows {
-        let mut r = KeyedRows::default();
-        r.rehome(4, index);
+    fn rows_of(entries: &[(&[u8], Entry)]) -> KeyedRows {
+        let mut r = KeyedRows {
+            partitions: 4,
+            ..KeyedRows::default()
+        };
         for (k, e) in entries {
-            r.apply(k, e.clone(), index);
+            r.apply(k, e.clone());
         }
         r
     }
@@ -290,21 +608,21 @@ mod tests {
     #[test]
     fn the_newest_copy_wins_then_the_home_one() {
         let k = key_at_home(0);
-        let home = rows_of(0, &[(&k, entry(5, 100, Some(1)))]);
-        let stray = rows_of(2, &[(&k, entry(9, 200, Some(2)))]);
+        let home = rows_of(&[(&k, entry(5, 100, Some(1)))]);
+        let stray = rows_of(&[(&k, entry(9, 200, Some(2)))]);
         let claims = stray.claims(2);
         assert_eq!(claims.len(), 1);
         assert!(home.claims(0).is_empty());
         // Newer stray: the home copy loses.
         assert_eq!(home.settle(0, &claims), vec![(0, k.clone())]);
         // Same time: the home copy wins.
-        let tie = rows_of(2, &[(&k, entry(9, 100, Some(2)))]);
+        let tie = rows_of(&[(&k, entry(9, 100, Some(2)))]);
         assert_eq!(home.settle(0, &tie.claims(2)), vec![(2, k.clone())]);
         // Two strays and no home copy: the newer stray wins.
-        let other = rows_of(3, &[(&k, entry(1, 150, Some(3)))]);
+        let other = rows_of(&[(&k, entry(1, 150, Some(3)))]);
         let mut both = claims.clone();
         both.extend(other.claims(3));
-        assert_eq!(rows_of(0, &[]).settle(0, &both), vec![(3, k.clone())]);
+        assert_eq!(rows_of(&[]).settle(0, &both), vec![(3, k.clone())]);
         let losers: Losers = [(3, [k.clone()].into())].into();
         assert_eq!(other.rows_in_offset_order(3, Some(&losers)).count(), 0);
         assert_eq!(stray.rows_in_offset_order(2, Some(&losers)).count(), 1);
@@ -313,8 +631,8 @@ mod tests {
     #[test]
     fn a_newer_tombstone_elsewhere_hides_the_row_until_it_is_forgotten() {
         let k = key_at_home(1);
-        let home = rows_of(1, &[(&k, entry(0, 100, Some(1)))]);
-        let mut stray = rows_of(3, &[(&k, entry(4, 300, None))]);
+        let home = rows_of(&[(&k, entry(0, 100, Some(1)))]);
+        let mut stray = rows_of(&[(&k, entry(4, 300, None))]);
         assert_eq!(home.settle(1, &stray.claims(3)), vec![(1, k.clone())]);
         assert_eq!(stray.rows_in_offset_order(3, None).count(), 0);
         stray.forget_tombstones(301);
@@ -325,14 +643,197 @@ mod tests {
     #[test]
     fn one_partition_forgets_deletions_at_once_and_a_new_partition_count_rehomes() {
         let k = key_at_home(2);
-        let mut one = KeyedRows::default();
-        one.rehome(1, 0);
-        one.apply(&k, entry(0, 1, Some(1)), 0);
-        one.apply(&k, entry(1, 2, None), 0);
+        let mut one = KeyedRows {
+            partitions: 1,
+            ..KeyedRows::default()
+        };
+        one.apply(&k, entry(0, 1, Some(1)));
+        one.apply(&k, entry(1, 2, None));
         assert!(one.get(&k).is_none());
-        one.apply(&k, entry(2, 3, Some(2)), 0);
+        one.apply(&k, entry(2, 3, Some(2)));
         assert!(one.claims(0).is_empty());
-        one.rehome(4, 0);
+        one.partitions = 4;
         assert_eq!(one.claims(0).len(), 1);
+    }
+
+    fn test_dir(name: &str) -> std::path::PathBuf {
+        let d = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/test-data")
+            .join(format!("keyed-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// Snapshots `rows` into `dir` as the node does (a delta, or a merge
+    /// into a full snapshot when due).
+    async fn snapshot_into(rows: &mut KeyedRows, dir: &std::path::Path) {
+        let (writes, span) = rows.freeze();
+        let snap = keyed_snapshot::write(dir, "schema", span, writes.iter())
+            .await
+            .unwrap();
+        rows.adopt(snap, writes.merge);
+    }
+
+    fn values(rows: &KeyedRows, index: i32) -> Vec<i64> {
+        rows.rows_in_offset_order(index, None)
+            .map(|r| r.unwrap()[0].as_i64().unwrap())
+            .collect()
+    }
+
+    /// The rows the snapshot chain in `dir` holds, as a restart finds them.
+    fn reopen(dir: &std::path::Path, partitions: i32) -> (KeyedRows, Vec<String>) {
+        let chain = Snapshot::open_chain(dir, "schema");
+        let rows = KeyedRows {
+            upto: chain.files.last().map_or(0, |f| f.upto),
+            tombstones: chain.tombstones.into(),
+            snaps: chain.files.into_iter().map(Rc::new).collect(),
+            partitions,
+            ..KeyedRows::default()
+        };
+        (rows, chain.refused)
+    }
+
+    fn snapshot_files(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir).unwrap().count()
+    }
+
+    #[test]
+    fn a_chain_of_snapshots_keeps_the_rows_in_offset_order_and_later_writes_mask_them() {
+        let dir = test_dir("layers");
+        weir_storage::testing::run_local(move || async move {
+            // More keys than a page holds, so lookups cross pages.
+            let n = 40_000i64;
+            let key = |i: i64| format!("{{\"id\":{i}}}").into_bytes();
+            let mut rows = KeyedRows {
+                partitions: 1,
+                ..KeyedRows::default()
+            };
+            for i in 0..n {
+                rows.apply(&key(i), entry(i, i, Some(i)));
+            }
+            rows.upto = n;
+            snapshot_into(&mut rows, &dir).await;
+            assert!(rows.rows.is_empty());
+            assert_eq!(rows.snaps[0].entry_count(), n as usize);
+            // After the snapshot: key 5 updated, key 7 deleted, a new key.
+            rows.apply(&key(5), entry(n, n, Some(-5)));
+            rows.apply(&key(7), entry(n + 1, n + 1, None));
+            rows.apply(&key(n), entry(n + 2, n + 2, Some(n)));
+            rows.upto = n + 3;
+            let mut expect: Vec<i64> = (0..n).filter(|i| *i != 5 && *i != 7).collect();
+            expect.extend([-5, n]);
+            assert!(
+                values(&rows, 0) == expect,
+                "the rows over a snapshot differ"
+            );
+            assert_eq!(rows.get(&key(7)), None);
+            assert_eq!(
+                rows.get(&key(39_999)),
+                Some(Latest {
+                    offset: 39_999,
+                    timestamp: 39_999,
+                    live: true
+                })
+            );
+            // A second snapshot is a delta of those three (a mask for 7).
+            snapshot_into(&mut rows, &dir).await;
+            assert_eq!(rows.snaps.len(), 2);
+            assert_eq!(rows.snaps[1].entry_count(), 3);
+            assert!(values(&rows, 0) == expect, "the rows over a delta differ");
+            let (again, refused) = reopen(&dir, 1);
+            assert!(refused.is_empty(), "{refused:?}");
+            assert_eq!((again.snaps.len(), again.upto), (2, n + 3));
+            assert!(values(&again, 0) == expect, "the reopened rows differ");
+            assert_eq!(again.get(&key(7)), None);
+            assert!(again.get(&key(5)).unwrap().live);
+            // Writes that add up to half the full snapshot merge the chain
+            // into a new full one; the older files go.
+            for i in 0..n / 2 {
+                rows.apply(&key(i), entry(n + 3 + i, 0, Some(i + 1_000_000)));
+            }
+            rows.upto = n + 3 + n / 2;
+            snapshot_into(&mut rows, &dir).await;
+            assert_eq!(rows.snaps.len(), 1);
+            assert_eq!(snapshot_files(&dir), 1);
+            let (merged, _) = reopen(&dir, 1);
+            let mut expect: Vec<i64> = (n / 2..n).collect();
+            expect.push(n);
+            expect.extend((0..n / 2).map(|i| i + 1_000_000));
+            assert!(values(&merged, 0) == expect, "the merged rows differ");
+            assert!(merged.get(&key(7)).unwrap().live);
+        });
+    }
+
+    #[test]
+    fn a_snapshot_keeps_deletions_of_several_partitions_and_their_claims() {
+        let dir = test_dir("claims");
+        weir_storage::testing::run_local(move || async move {
+            let away = key_at_home(1);
+            let here = key_at_home(0);
+            let mut rows = rows_of(&[(&away, entry(0, 100, None)), (&here, entry(1, 50, Some(1)))]);
+            rows.upto = 2;
+            snapshot_into(&mut rows, &dir).await;
+            let (mut rows, _) = reopen(&dir, 4);
+            let claims = rows.claims(0);
+            assert_eq!(claims.len(), 1);
+            assert_eq!(
+                (claims[0].key.clone(), claims[0].timestamp),
+                (away.clone(), 100)
+            );
+            assert_eq!(values(&rows, 0), vec![1]);
+            assert_eq!(
+                Vec::from(rows.tombstones.clone()),
+                vec![(100, away.clone())]
+            );
+            // Forgotten after its retention: the snapshot's copy is masked.
+            rows.forget_tombstones(101);
+            assert!(rows.get(&away).is_none());
+            assert!(rows.claims(0).is_empty());
+        });
+    }
+
+    #[test]
+    fn a_damaged_snapshot_ends_the_chain_saying_why() {
+        let dir = test_dir("damaged");
+        let d = dir.clone();
+        weir_storage::testing::run_local(move || async move {
+            let mut rows = rows_of(&[(&key_at_home(0), entry(0, 1, Some(1)))]);
+            rows.partitions = 1;
+            for i in 0..10 {
+                rows.apply(format!("k{i}").as_bytes(), entry(i + 1, 1, Some(i)));
+            }
+            rows.upto = 11;
+            snapshot_into(&mut rows, &d).await;
+            rows.apply(&key_at_home(2), entry(11, 1, Some(11)));
+            rows.upto = 12;
+            snapshot_into(&mut rows, &d).await;
+            assert_eq!(rows.snaps.len(), 2);
+        });
+        let flip = |upto: i64| {
+            let path = Snapshot::path(&dir, upto);
+            let mut bytes = std::fs::read(&path).unwrap();
+            // A flipped bit in the first page (just past the header).
+            bytes[40] ^= 1;
+            std::fs::write(&path, &bytes).unwrap();
+        };
+        flip(12);
+        let (rows, refused) = reopen(&dir, 1);
+        assert_eq!((rows.snaps.len(), rows.upto), (1, 11));
+        assert!(
+            refused[0].contains("page 0 fails its checksum"),
+            "{refused:?}"
+        );
+        assert_eq!(snapshot_files(&dir), 1, "the damaged delta is removed");
+        flip(11);
+        let (rows, refused) = reopen(&dir, 1);
+        assert!(rows.snaps.is_empty());
+        assert_eq!(refused.len(), 1);
+        std::fs::write(Snapshot::path(&dir, 11), b"short").unwrap();
+        let (_, refused) = reopen(&dir, 1);
+        assert!(
+            refused[0].contains("not a keyed-rows snapshot"),
+            "{refused:?}"
+        );
     }
 }

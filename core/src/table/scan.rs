@@ -249,7 +249,9 @@ async fn scan_rows(
             let rows = shard.keyed.refreshed(p, meta, schema).await?;
             let rows = rows.borrow();
             for r in rows.rows_in_offset_order(p.index, shape.losers.as_deref()) {
-                if keep(shape.trim(r.clone()))?.is_break() {
+                let r =
+                    r.map_err(|why| ScanError::Read(format!("{}-{}: {why}", p.topic, p.index)))?;
+                if keep(shape.trim(r))?.is_break() {
                     break;
                 }
             }
@@ -435,6 +437,6 @@ pub async fn partition_copies(
     Ok(keys
         .iter()
         .enumerate()
-        .filter_map(|(i, k)| rows.get(k).map(|e| (i, e.timestamp, e.row.is_some())))
+        .filter_map(|(i, k)| rows.get(k).map(|e| (i, e.timestamp, e.live)))
         .collect())
 }

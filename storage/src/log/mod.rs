@@ -425,6 +425,17 @@ impl PartitionLog {
         self.producers.borrow().open_transaction(producer_id)
     }
 
+    /// The base offset of the active (last) segment: every record below it
+    /// is in sealed segments.
+    pub fn active_base(&self) -> i64 {
+        let st = self.state.borrow();
+        st.segments
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(st.log_start)
+    }
+
     /// Total bytes of all segments.
     pub fn size_bytes(&self) -> u64 {
         self.state
