@@ -3,7 +3,7 @@
 rebuilt from the whole log (the snapshots moved aside).
 
     .venv/bin/python bench/keyed_restart.py --bin target/release/weir --data /work/kr \
-        [--keys 10000000] [--rounds 3]
+        [--keys 10000000] [--rounds 3] [--baseline-bin /path/to/older/weir]
 
 Fills a one-partition keyed table `big (id BIGINT PRIMARY KEY, v BIGINT,
 s TEXT)` with --keys rows through librdkafka (once: a data directory that
@@ -12,7 +12,9 @@ then --rounds times: starts the node and times its first Metadata answer,
 the first `SELECT count(*)` (which loads the rows) and the same statement
 again (the rows held: what the statement itself costs). The restart's cost
 is the first minus the second. Then the same with the snapshot files moved
-aside, so the rows are rebuilt from the log, and the files put back.
+aside, so the rows are rebuilt from the log (by --baseline-bin when given:
+a build from before snapshots, for the before/after figure), and the
+files put back.
 """
 import argparse
 import json
@@ -87,6 +89,19 @@ def fill(node, keys):
     print(f"filled {keys} keys in {secs:.1f} s ({keys / secs:,.0f}/s)", flush=True)
 
 
+def partition_dir(data):
+    [part] = [root for root, _, files in os.walk(os.path.join(data, "topics"))
+              if any(f.endswith(".log") for f in files)]
+    return part
+
+
+def newest_snapshot(part):
+    """The offset the newest snapshot file holds the rows up to (-1: none)."""
+    ends = [int(f[len("keyed-rows-"):-len(".rkyv")]) for f in os.listdir(part)
+            if f.startswith("keyed-rows-") and f.endswith(".rkyv")]
+    return max(ends, default=-1)
+
+
 def rounds(node, n, label):
     out = []
     for r in range(n):
@@ -108,15 +123,23 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--keys", type=int, default=10_000_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline-bin", help="the binary for the log-replay rounds (default: --bin)")
     a = ap.parse_args()
     node = Node(a.bin, a.data)
     if not os.path.isdir(a.data):
         os.makedirs(a.data)
         node.start()
         fill(node, a.keys)
-        print(f"stop after the fill (writes the snapshot): {node.stop():.1f} s", flush=True)
-    [part] = [root for root, _, files in os.walk(os.path.join(a.data, "topics"))
-              if any(f.endswith(".log") for f in files)]
+        # The node snapshots in the background as the rows come (its first
+        # snapshot of a table loads the rows from the log first): wait for
+        # one that holds every key, as a table written earlier would have.
+        t0 = time.monotonic()
+        part = partition_dir(a.data)
+        while newest_snapshot(part) < a.keys:
+            time.sleep(0.5)
+        print(f"the snapshot caught up {time.monotonic() - t0:.1f} s after the fill", flush=True)
+        print(f"stop after the fill: {node.stop():.1f} s", flush=True)
+    part = partition_dir(a.data)
     snaps = [os.path.join(part, f) for f in os.listdir(part) if f.startswith("keyed-rows-")]
     size = lambda suffix: sum(os.path.getsize(os.path.join(part, f)) for f in os.listdir(part) if f.endswith(suffix))
     print(f"log {size('.log') / 1e6:.0f} MB, snapshots {size('.rkyv') / 1e6:.0f} MB in {len(snaps)} file(s)",
@@ -130,8 +153,14 @@ def main():
     try:
         # A clean stop would snapshot: kill this node instead, and keep it
         # from snapshotting meanwhile (its background check).
+        node.binary = a.baseline_bin or a.bin
         without = []
         for r in range(a.rounds):
+            # Snapshots a round took in the background are not this
+            # measurement's: each round starts from the log alone.
+            for f in os.listdir(part):
+                if f.startswith("keyed-rows-"):
+                    os.remove(os.path.join(part, f))
             up = node.start("--compaction-check-ms", "3600000")
             (first, t1) = node.sql("SELECT count(*) AS n FROM big")
             (_, t2) = node.sql("SELECT count(*) AS n FROM big")
@@ -142,6 +171,7 @@ def main():
             without.append(t1 - t2)
         without.sort()
     finally:
+        node.binary = a.bin
         for f in os.listdir(part):
             if f.startswith("keyed-rows-"):
                 os.remove(os.path.join(part, f))

@@ -45,6 +45,10 @@ pub type ShardJob = Box<dyn FnOnce(Rc<Shard>) -> Pin<Box<dyn Future<Output = ()>
 /// The shard that owns the catalog and makes every change to it.
 pub const CATALOG_SHARD: usize = 0;
 
+/// How long a stopping shard spends snapshotting keyed rows, at most (of
+/// the node's 30 s to stop).
+const STOP_SNAPSHOTS_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Counters of one shard's work (for `GET /stats`).
 #[derive(Debug, Default)]
 pub struct ShardStats {
@@ -489,15 +493,25 @@ impl Shard {
         }
     }
 
-    /// Flushes every partition (clean stop).
     /// Snapshots the rows of each keyed table partition of this shard that
     /// is due one (`table::keyed`): a segment rolled since its last, or,
-    /// `stopping`, anything appended since. One at a time.
+    /// `stopping`, anything applied since (then for at most
+    /// `STOP_SNAPSHOTS_FOR` in all: the node's stop has a deadline, and
+    /// what is not written is read from the log at the next start). One at
+    /// a time.
     pub async fn snapshot_keyed(&self, stopping: bool) {
         let catalog = self.catalog();
         let parts: Vec<_> = self.partitions.borrow().values().cloned().collect();
+        let began = std::time::Instant::now();
         for p in parts {
             if self.is_stopping() != stopping {
+                return;
+            }
+            if stopping && began.elapsed() > STOP_SNAPSHOTS_FOR {
+                log::info!(
+                    "stop: keyed rows not snapshotted past {} s; the next start reads them from the log",
+                    STOP_SNAPSHOTS_FOR.as_secs()
+                );
                 return;
             }
             let Some(meta) = catalog.topics.get(&p.topic) else {
@@ -524,6 +538,7 @@ impl Shard {
         }
     }
 
+    /// Flushes every partition (clean stop).
     pub async fn close_all(&self) {
         let parts: Vec<_> = self.partitions.borrow().values().cloned().collect();
         join_all(parts.iter().map(|p| p.close())).await;

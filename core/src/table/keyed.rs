@@ -90,7 +90,7 @@ pub fn rank(timestamp: i64, at_home: bool, partition: i32) -> (i64, bool, i32) {
 
 /// Writes applied in memory, by key: each key's latest, or `None` for a
 /// key removed (it masks the same key in the layers below).
-pub type Layer = HashMap<Vec<u8>, Option<Entry>>;
+pub type Layer = HashMap<Vec<u8>, Option<Entry>, foldhash::fast::RandomState>;
 
 /// Records applied since the newest snapshot that make a new one due
 /// (besides a segment roll): what a restart reads at most, about.
@@ -98,6 +98,10 @@ const TAIL_RECORDS: i64 = 100_000;
 /// Deltas after which the chain is merged into a full snapshot, whatever
 /// their size.
 const MAX_DELTAS: usize = 8;
+/// The most records applied since the newest snapshot that a stopping
+/// node writes (a second or two of its stop; past it the next start reads
+/// them from the log, as after a crash).
+const STOP_RECORDS: i64 = 1_000_000;
 
 /// One keyed table partition's current rows, in layers, each newer than
 /// the ones below and masking their keys: the snapshot chain mapped from
@@ -131,6 +135,7 @@ impl KeyedRows {
             upto: start,
             ..KeyedRows::default()
         };
+        let began = std::time::Instant::now();
         let chain = Snapshot::open_chain(p.log.dir(), schema);
         for why in &chain.refused {
             log::warn!(
@@ -153,10 +158,12 @@ impl KeyedRows {
             return rows;
         }
         log::info!(
-            "{}-{}: keyed rows from {} snapshot file(s) up to offset {upto}, then the log from there",
+            "{}-{}: keyed rows from {} snapshot file(s) up to offset {upto} (mapped and checked in {} ms), \
+             then the log from there",
             p.topic,
             p.index,
-            chain.files.len()
+            chain.files.len(),
+            began.elapsed().as_millis()
         );
         rows.upto = upto;
         rows.tombstones = chain.tombstones.into();
@@ -263,16 +270,16 @@ impl KeyedRows {
     }
 
     /// Freezes the writes since the newest snapshot for the next one: a
-    /// delta of them, or, when the deltas add up to half the full snapshot
-    /// (or there is none), the whole chain merged into a full one.
-    fn freeze(&mut self) -> (Frozen, keyed_snapshot::Span) {
+    /// delta of them, or, when `may_merge` and the deltas add up to half
+    /// the full snapshot, the whole chain merged into a full one (always
+    /// when there is none).
+    fn freeze(&mut self, may_merge: bool) -> (Frozen, keyed_snapshot::Span) {
         let frozen = Rc::new(std::mem::take(&mut self.rows));
         self.frozen = Some(frozen.clone());
         let deltas: usize = self.snaps.iter().skip(1).map(|s| s.entry_count()).sum();
         let full = self.snaps.first().map_or(0, |s| s.entry_count());
         let merge = self.snaps.is_empty()
-            || self.snaps.len() > MAX_DELTAS
-            || 2 * (deltas + frozen.len()) >= full;
+            || may_merge && (self.snaps.len() > MAX_DELTAS || 2 * (deltas + frozen.len()) >= full);
         let span = keyed_snapshot::Span {
             from: if merge { None } else { self.snapshot_upto() },
             upto: self.upto,
@@ -356,12 +363,14 @@ fn chain_writes<'a>(
 
 /// A layer's latest writes (not its masks), oldest first.
 fn layer_writes(layer: &Layer) -> impl Iterator<Item = (&[u8], Latest, Row<'_>)> + '_ {
-    let mut held: Vec<(&[u8], &Entry)> = layer
+    // The offset beside the references: sorting millions of writes then
+    // compares what is in hand, not what is behind a pointer.
+    let mut held: Vec<(i64, &[u8], &Entry)> = layer
         .iter()
-        .filter_map(|(k, slot)| slot.as_ref().map(|e| (&k[..], e)))
+        .filter_map(|(k, slot)| slot.as_ref().map(|e| (e.offset, &k[..], e)))
         .collect();
-    held.sort_unstable_by_key(|(_, e)| e.offset);
-    held.into_iter().map(|(k, e)| {
+    held.sort_unstable_by_key(|(offset, _, _)| *offset);
+    held.into_iter().map(|(_, k, e)| {
         (
             k,
             Latest::of(e),
@@ -448,10 +457,19 @@ impl Drop for Unfreeze {
     }
 }
 
+/// One partition's rows and the lock its refreshes take: two scans (or a
+/// scan and the snapshot task) that find records to apply take turns
+/// rather than both reading and parsing the same records.
+#[derive(Clone, Default)]
+struct Held {
+    rows: Rc<RefCell<KeyedRows>>,
+    refresh: Rc<futures::lock::Mutex<()>>,
+}
+
 /// The keyed tables' rows of the partitions one shard owns.
 #[derive(Default)]
 pub struct KeyedTables {
-    tables: RefCell<HashMap<TopicPartition, Rc<RefCell<KeyedRows>>>>,
+    tables: RefCell<HashMap<TopicPartition, Held>>,
 }
 
 impl KeyedTables {
@@ -466,14 +484,18 @@ impl KeyedTables {
     ) -> Result<Rc<RefCell<KeyedRows>>, ScanError> {
         let tp = TopicPartition::new(p.topic.clone(), p.index);
         let held = self.tables.borrow().get(&tp).cloned();
-        let rows = match held {
-            Some(rows) => rows,
+        let Held { rows, refresh } = match held {
+            Some(held) => held,
             None => {
-                let rows = Rc::new(RefCell::new(KeyedRows::open(p, &schema_text(schema))));
-                self.tables.borrow_mut().insert(tp, rows.clone());
-                rows
+                let held = Held {
+                    rows: Rc::new(RefCell::new(KeyedRows::open(p, &schema_text(schema)))),
+                    refresh: Rc::default(),
+                };
+                self.tables.borrow_mut().insert(tp, held.clone());
+                held
             }
         };
+        let _turn = refresh.lock().await;
         let start = p.log.log_start();
         let from = {
             let mut st = rows.borrow_mut();
@@ -515,11 +537,13 @@ impl KeyedTables {
     /// Brings the partition's rows up to date (loading them from their
     /// snapshots the first time) and snapshots them when that is due: a
     /// segment rolled since the newest snapshot or `TAIL_RECORDS` were
-    /// applied since, or, `stopping`, anything was (then only rows already
-    /// held: a stopping node does not load them). The writes since the
-    /// newest snapshot are frozen and written as a delta, or, when the
-    /// deltas add up to half the full snapshot (or there is none), merged
-    /// with the chain into a new full one. Returns whether one was written.
+    /// applied since. The writes since the newest snapshot are frozen and
+    /// written as a delta, or, when the deltas add up to half the full
+    /// snapshot (or there is none), merged with the chain into a new full
+    /// one. `stopping`, the work is bounded so that a stop stays short:
+    /// only rows already applied are written (the log is not read), only
+    /// as a delta, and only up to `STOP_RECORDS` of them (the next start
+    /// reads the rest from the log). Returns whether one was written.
     pub async fn snapshot(
         &self,
         p: &Partition,
@@ -527,23 +551,30 @@ impl KeyedTables {
         schema: &TableSchema,
         stopping: bool,
     ) -> Result<bool, String> {
-        let tp = TopicPartition::new(p.topic.clone(), p.index);
-        if stopping && !self.tables.borrow().contains_key(&tp) {
-            return Ok(false);
-        }
-        let rows = self.refreshed(p, meta, schema).await.map_err(|e| match e {
-            ScanError::Statement(why) | ScanError::Read(why) => why,
-        })?;
+        let rows = if stopping {
+            let tp = TopicPartition::new(p.topic.clone(), p.index);
+            let Some(held) = self.tables.borrow().get(&tp).cloned() else {
+                return Ok(false);
+            };
+            held.rows
+        } else {
+            self.refreshed(p, meta, schema).await.map_err(|e| match e {
+                ScanError::Statement(why) | ScanError::Read(why) => why,
+            })?
+        };
         let (writes, span, generation) = {
             let mut st = rows.borrow_mut();
             let since = st.snapshot_upto().unwrap_or_else(|| p.log.log_start());
             let applied = st.upto - since;
-            let due =
-                applied > 0 && (stopping || applied >= TAIL_RECORDS || p.log.active_base() > since);
+            let due = if stopping {
+                applied > 0 && applied <= STOP_RECORDS
+            } else {
+                applied > 0 && (applied >= TAIL_RECORDS || p.log.active_base() > since)
+            };
             if st.frozen.is_some() || !due {
                 return Ok(false);
             }
-            let (writes, span) = st.freeze();
+            let (writes, span) = st.freeze(!stopping);
             (writes, span, st.generation)
         };
         let mut unfreeze = Unfreeze {
@@ -553,11 +584,20 @@ impl KeyedTables {
         };
         let snap =
             keyed_snapshot::write(p.log.dir(), &schema_text(schema), span, writes.iter()).await?;
-        let mut st = rows.borrow_mut();
-        if st.generation == generation {
-            st.adopt(snap, writes.merge);
+        {
+            let mut st = rows.borrow_mut();
+            if st.generation == generation {
+                st.adopt(snap, writes.merge);
+            }
         }
         unfreeze.done = true;
+        if let Ok(layer) = Rc::try_unwrap(writes.frozen) {
+            // Millions of rows take a while to free: a page at a time.
+            let mut rest = layer.into_iter();
+            while rest.by_ref().take(keyed_snapshot::PAGE).count() > 0 {
+                glommio::yield_if_needed().await;
+            }
+        }
         Ok(true)
     }
 
@@ -668,7 +708,7 @@ mod tests {
     /// Snapshots `rows` into `dir` as the node does (a delta, or a merge
     /// into a full snapshot when due).
     async fn snapshot_into(rows: &mut KeyedRows, dir: &std::path::Path) {
-        let (writes, span) = rows.freeze();
+        let (writes, span) = rows.freeze(true);
         let snap = keyed_snapshot::write(dir, "schema", span, writes.iter())
             .await
             .unwrap();
@@ -736,6 +776,11 @@ mod tests {
                     live: true
                 })
             );
+            assert!(
+                (0..n).all(|i| rows.snaps[0].get(&key(i)).is_some_and(|h| h.offset == i)),
+                "a key of any page is found through the snapshot's index"
+            );
+            assert!(rows.snaps[0].get(&key(n + 10)).is_none());
             // A second snapshot is a delta of those three (a mask for 7).
             snapshot_into(&mut rows, &dir).await;
             assert_eq!(rows.snaps.len(), 2);

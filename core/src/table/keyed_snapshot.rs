@@ -19,32 +19,35 @@
 //!
 //! - a 32-byte header: magic, format version, the trailer's CRC-32C,
 //!   position and length;
-//! - pages of at most `PAGE` entries, each its own rkyv archive (the writes
-//!   in offset order and a hash index from key to write) with its own
-//!   CRC-32C, each written between yields so a large table's snapshot never
-//!   holds its shard for long;
+//! - pages of `PAGE` entries (the last may hold fewer), each its own rkyv
+//!   archive of the writes in offset order with its own CRC-32C, each
+//!   written between yields so a large table's snapshot never holds its
+//!   shard for long;
+//! - the index archive: every entry's key hash (`key_hash`, stable across
+//!   builds) in ascending order beside the entry's number, so a lookup is a
+//!   binary search whatever the number of pages;
 //! - the trailer archive: the offsets the file covers, the table's schema
-//!   (rows made under another schema are not used), where each page is,
-//!   and the deletions kept (several partitions: see `keyed`).
+//!   (rows made under another schema are not used), where each page and
+//!   the index are, and the deletions kept (several partitions: see
+//!   `keyed`).
 //!
 //! A row is kept as the JSON text of its column values: written once when
 //! the snapshot is taken, parsed only by a scan that reads it.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use rkyv::rancor;
-use rkyv::with::{Identity, InlineAsBox, Map, MapKV};
+use rkyv::with::{InlineAsBox, Map};
 use serde_json::Value;
 
 const PREFIX: &str = "keyed-rows-";
 const SUFFIX: &str = ".rkyv";
 const MAGIC: &[u8; 8] = b"WEIRKROW";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const HEADER: usize = 32;
 /// Entries per page: one page is serialized without a yield (a few ms).
-const PAGE: usize = 16 * 1024;
+pub const PAGE: usize = 16 * 1024;
 /// Archives start at this alignment in the file (and so in the mapping).
 const ALIGN: usize = 16;
 
@@ -55,9 +58,14 @@ pub type Tombstones = Vec<(i64, Vec<u8>)>;
 struct Page<'a> {
     /// In offset order (masks first).
     entries: Vec<EntryOut<'a>>,
-    /// Key → its place in `entries`.
-    #[rkyv(with = MapKV<InlineAsBox, Identity>)]
-    index: HashMap<&'a [u8], u32>,
+}
+
+/// Every entry's `key_hash`, ascending, and beside each the entry's
+/// number in the file (its page is the number / `PAGE`).
+#[derive(rkyv::Archive, rkyv::Serialize)]
+struct Index {
+    hashes: Vec<u64>,
+    entries: Vec<u32>,
 }
 
 #[derive(rkyv::Archive, rkyv::Serialize)]
@@ -81,6 +89,8 @@ struct Trailer {
     schema: String,
     /// (position, length, CRC-32C) of each page.
     pages: Vec<(u64, u64, u32)>,
+    /// (position, length, CRC-32C) of the index.
+    index: (u64, u64, u32),
     tombstones: Vec<(i64, Vec<u8>)>,
 }
 
@@ -122,7 +132,16 @@ pub struct Snapshot {
     /// Every record below this offset is in the chain up to this file.
     pub upto: i64,
     pages: Vec<Range<usize>>,
+    index: Range<usize>,
     entries: usize,
+}
+
+/// A key's hash in a snapshot's index: two CRC-32Cs (hardware-fast, and
+/// the same in every build, unlike std's or foldhash's seeded hashes).
+/// Keys whose hashes collide are told apart by comparing them, so a
+/// collision costs a lookup time, never a wrong answer.
+fn key_hash(key: &[u8]) -> u64 {
+    (u64::from(crc32c::crc32c(key)) << 32) | u64::from(crc32c::crc32c_append(0x9e37_79b9, key))
 }
 
 /// The snapshots of one partition that can be used, oldest first.
@@ -205,19 +224,43 @@ impl Snapshot {
         if trailer.schema.as_str() != schema {
             return Err(bad("made under another schema of the table"));
         }
+        let checked =
+            |(pos, len, crc): &(rkyv::rend::u64_le, rkyv::rend::u64_le, rkyv::rend::u32_le),
+             what: &str| {
+                let at = checked_range(pos.to_native(), len.to_native(), pages_end)
+                    .ok_or_else(|| bad(&format!("{what} out of bounds")))?;
+                if crc32c::crc32c(&map[at.clone()]) != crc.to_native() {
+                    return Err(bad(&format!("{what} fails its checksum")));
+                }
+                Ok(at)
+            };
         let mut pages = Vec::with_capacity(trailer.pages.len());
         let mut entries = 0;
+        let last = trailer.pages.len().saturating_sub(1);
         for (i, p) in trailer.pages.iter().enumerate() {
-            let at = checked_range(p.0.to_native(), p.1.to_native(), pages_end)
-                .ok_or_else(|| bad(&format!("page {i} out of bounds")))?;
-            if crc32c::crc32c(&map[at.clone()]) != p.2.to_native() {
-                return Err(bad(&format!("page {i} fails its checksum")));
-            }
+            let what = format!("page {i}");
+            let at = checked(&(p.0, p.1, p.2), &what)?;
             // Checked once here: `page` then reads it unchecked.
             let page = rkyv::access::<ArchivedPage<'static>, rancor::Error>(&map[at.clone()])
-                .map_err(|e| bad(&format!("page {i} does not decode: {e}")))?;
+                .map_err(|e| bad(&format!("{what} does not decode: {e}")))?;
+            if page.entries.len() != PAGE && i != last || page.entries.len() > PAGE {
+                return Err(bad(&format!("{what} holds {} entries", page.entries.len())));
+            }
             entries += page.entries.len();
             pages.push(at);
+        }
+        let i = &trailer.index;
+        let index = checked(&(i.0, i.1, i.2), "the index")?;
+        let idx = rkyv::access::<ArchivedIndex, rancor::Error>(&map[index.clone()])
+            .map_err(|e| bad(&format!("the index does not decode: {e}")))?;
+        if idx.hashes.len() != entries
+            || idx.entries.len() != entries
+            || idx
+                .entries
+                .iter()
+                .any(|n| n.to_native() as usize >= entries)
+        {
+            return Err(bad("the index does not match the pages"));
         }
         let tombstones = trailer
             .tombstones
@@ -233,6 +276,7 @@ impl Snapshot {
             from,
             upto,
             pages,
+            index,
             entries,
         };
         Ok((snap, tombstones))
@@ -261,12 +305,19 @@ impl Snapshot {
 
     /// The write of `key` this file holds (a mask included).
     pub fn get(&self, key: &[u8]) -> Option<Held<'_>> {
-        (0..self.pages.len()).find_map(|i| {
-            let page = self.page(i);
-            page.index
-                .get(key)
-                .map(|at| Held::from(&page.entries[at.to_native() as usize]))
-        })
+        // SAFETY: `open` checked this range as an `ArchivedIndex` (and its
+        // checksum, and that it names only entries the pages hold).
+        let index =
+            unsafe { rkyv::access_unchecked::<ArchivedIndex>(&self.map[self.index.clone()]) };
+        let h = key_hash(key);
+        let first = index.hashes.partition_point(|x| x.to_native() < h);
+        index.hashes[first..]
+            .iter()
+            .zip(&index.entries[first..])
+            .take_while(|(x, _)| x.to_native() == h)
+            .map(|(_, n)| n.to_native() as usize)
+            .map(|n| Held::from(&self.page(n / PAGE).entries[n % PAGE]))
+            .find(|held| held.key == key)
     }
 
     /// Every write this file holds but its masks, in offset order.
@@ -380,6 +431,7 @@ pub async fn write<'a>(
         .map_err(|e| ctx(e.into()))?;
     let mut pos = HEADER as u64;
     let mut pages = Vec::new();
+    let mut hashes: Vec<(u64, u32)> = Vec::new();
     loop {
         let chunk: Vec<Write> = writes.by_ref().take(PAGE).collect();
         if chunk.is_empty() {
@@ -408,12 +460,14 @@ pub async fn write<'a>(
                 gone: w.gone,
             })
             .collect();
-        let index = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.key, i as u32))
-            .collect();
-        let bytes = rkyv::to_bytes::<rancor::Error>(&Page { entries, index })
+        let first = hashes.len();
+        hashes.extend(
+            entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (key_hash(e.key), (first + i) as u32)),
+        );
+        let bytes = rkyv::to_bytes::<rancor::Error>(&Page { entries })
             .map_err(|e| format!("encoding a page of {}: {e}", path.display()))?;
         pages.push((pos, bytes.len() as u64, crc32c::crc32c(&bytes)));
         pos = write_aligned(&file, bytes.to_vec(), pos)
@@ -421,11 +475,20 @@ pub async fn write<'a>(
             .map_err(ctx)?;
         glommio::yield_if_needed().await;
     }
+    hashes.sort_unstable();
+    let (hashes, entries) = hashes.into_iter().unzip();
+    let bytes = rkyv::to_bytes::<rancor::Error>(&Index { hashes, entries })
+        .map_err(|e| format!("encoding the index of {}: {e}", path.display()))?;
+    let index = (pos, bytes.len() as u64, crc32c::crc32c(&bytes));
+    pos = write_aligned(&file, bytes.to_vec(), pos)
+        .await
+        .map_err(ctx)?;
     let trailer = Trailer {
         from: span.from,
         upto: span.upto,
         schema: schema.to_string(),
         pages,
+        index,
         tombstones: span.tombstones,
     };
     let bytes = rkyv::to_bytes::<rancor::Error>(&trailer)
