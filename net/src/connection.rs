@@ -3,7 +3,10 @@
 //! The reader decodes frames and starts a task per request at once, so a
 //! client may pipeline (librdkafka keeps five produce requests in flight);
 //! the writer awaits those tasks in arrival order, so answers go out in
-//! order. How bytes move (plain or TLS) is `transport`'s.
+//! order. A connection's produces take turns (each appended before the
+//! next starts, as Kafka handles them) so its records land in the order
+//! sent; its fetches take turns too. How bytes move (plain or TLS) is
+//! `transport`'s.
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -150,6 +153,13 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
     // One fetch at a time: a client that pipelines fetches and reads none
     // of their answers holds one fetch's memory, not one per request.
     let fetch_turns = Rc::new(Semaphore::new(1));
+    // One produce at a time, in arrival order, as Kafka handles a
+    // connection's requests: two pipelined produces run concurrently could
+    // append out of order (a typed table's conversion, a hop to another
+    // shard), and a compacted topic would then keep an older value as the
+    // latest. Answers still go out in order; other requests (fetches,
+    // metadata) still run beside a produce.
+    let produce_turns = Rc::new(Semaphore::new(1));
     let max = shard.config.max_request_bytes;
     loop {
         let mut len = [0u8; 4];
@@ -257,6 +267,13 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
             },
             false => None,
         };
+        let produce_turn = match produce {
+            true => match produce_turns.acquire_static_permit(1).await {
+                Ok(t) => Some(t),
+                Err(_) => break,
+            },
+            false => None,
+        };
         let s = shard.clone();
         let client_host = client_host.clone();
         let caller = Caller {
@@ -282,7 +299,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
                 Decoded::Request(mut req) => {
                     req.client_host = Some(client_host);
                     let (key, version, cid) = (req.api_key, req.version, req.header.correlation_id);
-                    let reply = handlers::handle(&s, *req, &caller).await?;
+                    let reply = handlers::handle(&s, *req, &caller).await;
+                    // Appended (or refused): the connection's next produce may go.
+                    drop(produce_turn);
+                    let reply = reply?;
                     handlers::response_errors::record(&s, key, &reply.body);
                     let encoded =
                         encode_response_chunks(key, version, cid, &reply.body, &reply.records);
