@@ -38,6 +38,7 @@ pub mod partition;
 pub mod partitioner;
 pub mod producer_ids;
 pub mod refusals;
+pub mod registry;
 pub mod shard;
 pub mod sql;
 pub mod table;

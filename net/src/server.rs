@@ -11,6 +11,8 @@ use futures::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_rustls::TlsAcceptor;
 use glommio::net::TcpListener;
 use glommio::sync::Semaphore;
+use weir_core::auth::acl::{Operation, ResourceType};
+use weir_core::registry::api as registry;
 use weir_core::shard::Serving;
 use weir_core::Shard;
 
@@ -217,6 +219,253 @@ async fn respond<S: AsyncWrite + Unpin>(
     stream.close().await
 }
 
+/// The content type of the schema registry's answers.
+const REGISTRY_CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
+/// The largest schema registry request body accepted.
+const MAX_REGISTRY_BODY: usize = 1 << 20;
+
+/// The body's length its head gives (else what came with the head).
+fn body_length(head: &str, body: &[u8]) -> usize {
+    header(head, "content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(body.len())
+}
+
+/// What became of a request's body.
+enum Received {
+    Body(Vec<u8>),
+    /// Past the route's limit: refuse it (413).
+    TooLarge,
+    /// The node's request memory is full (503).
+    Busy,
+    /// The client went away or was too slow (closed, logged).
+    Gone,
+}
+
+/// Reads a body of `len` bytes (`body`: what came with the head), within
+/// `limit`, taking it from the shard's request memory as a Kafka frame
+/// does; it must arrive within the socket timeout.
+async fn receive_body<S: AsyncRead + Unpin>(
+    shard: &Rc<Shard>,
+    stream: &mut S,
+    len: usize,
+    mut body: Vec<u8>,
+    limit: usize,
+    peer: Option<std::net::SocketAddr>,
+    what: &str,
+) -> std::io::Result<Received> {
+    if len > limit {
+        return Ok(Received::TooLarge);
+    }
+    let deadline = std::time::Instant::now() + shard.config.socket_timeout;
+    let Some(_grant) = shard.request_memory.take(len, deadline).await else {
+        return Ok(Received::Busy);
+    };
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    let mut buf = [0u8; 4096];
+    let receive = async {
+        while body.len() < len {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return Ok(false),
+                Ok(n) => body.extend_from_slice(&buf[..n]),
+            }
+        }
+        Ok(true)
+    };
+    match glommio::timer::timeout(left, receive).await {
+        Ok(true) => {
+            body.truncate(len);
+            Ok(Received::Body(body))
+        }
+        Ok(false) => Ok(Received::Gone),
+        Err(_) => {
+            log::warn!(
+                "{peer:?}: closing: {what} of {len} bytes did not arrive within {} ms (--socket-timeout-ms)",
+                shard.config.socket_timeout.as_millis()
+            );
+            Ok(Received::Gone)
+        }
+    }
+}
+
+/// Answers a body too large, then reads and drops up to `unread` bytes of
+/// it (bounded in time) so the client, still sending, reads the answer.
+async fn refuse_large<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    content_type: &str,
+    answer: &[u8],
+    mut unread: usize,
+) -> std::io::Result<()> {
+    write_response(stream, "413 Payload Too Large", content_type, answer).await?;
+    let mut buf = [0u8; 4096];
+    let began = std::time::Instant::now();
+    while unread > 0 && began.elapsed() < DISCARD_TIMEOUT {
+        let read =
+            glommio::timer::timeout(DISCARD_TIMEOUT, async { Ok(stream.read(&mut buf).await) });
+        let Ok(Ok(n @ 1..)) = read.await else {
+            break;
+        };
+        unread = unread.saturating_sub(n);
+    }
+    stream.close().await
+}
+
+/// Signs the request in (Basic or Bearer, as `/sql`); answers 401 itself
+/// and gives `None` when that fails.
+async fn sign_in<S: AsyncWrite + Unpin>(
+    shard: &Rc<Shard>,
+    stream: &mut S,
+    head: &str,
+    peer: Option<std::net::SocketAddr>,
+) -> std::io::Result<Option<(weir_core::auth::Principal, String)>> {
+    let host = peer
+        .map(|a| a.ip().to_canonical().to_string())
+        .unwrap_or_default();
+    match weir_core::auth::sign_in_http(
+        &shard.config.role_tokens,
+        &shard.catalog(),
+        header(head, "authorization"),
+    )
+    .await
+    {
+        Ok(p) => {
+            shard.sign_in_throttle.succeeded(&host);
+            Ok(Some((p, host)))
+        }
+        Err(why) => {
+            let wait = shard.sign_in_throttle.failed(&host);
+            log::warn!("{host}: HTTP sign-in refused: {why}");
+            glommio::timer::sleep(wait).await;
+            respond(stream, "401 Unauthorized", &json_error(&why)).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// One schema registry request (`weir_core::registry`): read, signed in,
+/// checked against the caller's grants on the `_schemas` topic (READ to
+/// read, WRITE to change), and answered by the registry's shard.
+async fn serve_registry<S: AsyncRead + AsyncWrite + Unpin>(
+    shard: &Rc<Shard>,
+    stream: &mut S,
+    method: &str,
+    target: &str,
+    head: &str,
+    body: Vec<u8>,
+    peer: Option<std::net::SocketAddr>,
+) -> std::io::Result<()> {
+    let len = body_length(head, &body);
+    let body = match receive_body(
+        shard,
+        stream,
+        len,
+        body,
+        MAX_REGISTRY_BODY,
+        peer,
+        "a schema registry body",
+    )
+    .await?
+    {
+        Received::Body(b) => b,
+        Received::TooLarge => {
+            let a = registry::Answer::error(
+                413,
+                format!("the request body is {len} bytes: the limit is {MAX_REGISTRY_BODY} bytes"),
+            );
+            return refuse_large(
+                stream,
+                REGISTRY_CONTENT_TYPE,
+                a.body.as_bytes(),
+                len.min(MAX_SQL_DISCARD),
+            )
+            .await;
+        }
+        Received::Busy => {
+            return registry_answer(
+                stream,
+                registry::Answer::error(50301, "the node's memory for requests is full: try again"),
+            )
+            .await;
+        }
+        Received::Gone => return Ok(()),
+    };
+    let Some((principal, host)) = sign_in(shard, stream, head, peer).await? else {
+        return Ok(());
+    };
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let query = query
+        .split('&')
+        .filter(|q| !q.is_empty())
+        .map(|q| {
+            let (k, v) = q.split_once('=').unwrap_or((q, ""));
+            (registry::decode(k, true), registry::decode(v, true))
+        })
+        .collect();
+    let req = registry::Request {
+        method: method.to_string(),
+        path: path.to_string(),
+        query,
+        body,
+    };
+    let (operation, verb) = if req.writes() {
+        (Operation::Write, "change")
+    } else {
+        (Operation::Read, "read")
+    };
+    if !shard.allows(
+        &principal,
+        &host,
+        operation,
+        ResourceType::Topic,
+        weir_core::registry::TOPIC,
+    ) {
+        let why = format!(
+            "{principal} may not {verb} the schema registry (it needs {operation:?} on the topic {})",
+            weir_core::registry::TOPIC
+        );
+        return registry_answer(stream, registry::Answer::error(40301, why)).await;
+    }
+    let owner = weir_core::registry::owner(shard);
+    let a = shard
+        .invoke_on(
+            owner,
+            move |s| async move { registry::handle(&s, req).await },
+        )
+        .await
+        .unwrap_or_else(|e| registry::Answer::error(50001, e.message));
+    registry_answer(stream, a).await
+}
+
+async fn registry_answer<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    a: registry::Answer,
+) -> std::io::Result<()> {
+    write_response(
+        stream,
+        &status_line(a.status),
+        REGISTRY_CONTENT_TYPE,
+        a.body.as_bytes(),
+    )
+    .await?;
+    stream.close().await
+}
+
+fn status_line(code: u16) -> String {
+    let reason = match code {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        409 => "Conflict",
+        413 => "Payload Too Large",
+        422 => "Unprocessable Entity",
+        503 => "Service Unavailable",
+        _ => "Internal Server Error",
+    };
+    format!("{code} {reason}")
+}
+
 /// One HTTP request and its answer, over a plain socket or TLS; `peer` is
 /// the client's address.
 async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
@@ -239,12 +488,10 @@ async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
         .expect("a head")
         + 4;
     let head_text = String::from_utf8_lossy(&head[..end]).into_owned();
-    let mut body = head[end..].to_vec();
+    let body = head[end..].to_vec();
     let line = head_text.split("\r\n").next().unwrap_or_default();
     let mut parts = line.split(' ');
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    // Bytes of a refused body still to come, dropped after the answer.
-    let mut unread = 0;
     let mut content_type = "application/json";
     let (status, body): (&str, Vec<u8>) = match (method, path) {
         ("GET", "/health") => (
@@ -286,89 +533,67 @@ async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
             ("200 OK", b"{\"reset\":\"latency_us\"}".to_vec())
         }
         ("POST", "/sql") => {
-            let len: usize = header(&head_text, "content-length")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(body.len());
-            if len > MAX_SQL_BODY {
-                unread = len.min(MAX_SQL_DISCARD).saturating_sub(body.len());
-                (
-                    "413 Payload Too Large",
-                    json_error(&format!(
-                        "the SQL body is {len} bytes: the limit is {MAX_SQL_BODY} bytes"
-                    )),
-                )
-            } else {
-                // The body takes from the shard's request memory as a Kafka
-                // frame does, and must arrive within the socket timeout.
-                let deadline = std::time::Instant::now() + shard.config.socket_timeout;
-                let Some(_grant) = shard.request_memory.take(len, deadline).await else {
+            let len = body_length(&head_text, &body);
+            let body_len = body.len();
+            let mut sql_body = match receive_body(
+                &shard,
+                &mut stream,
+                len,
+                body,
+                MAX_SQL_BODY,
+                peer,
+                "an SQL body",
+            )
+            .await?
+            {
+                Received::Body(b) => b,
+                Received::TooLarge => {
+                    let unread = len.min(MAX_SQL_DISCARD).saturating_sub(body_len);
+                    let why =
+                        format!("the SQL body is {len} bytes: the limit is {MAX_SQL_BODY} bytes");
+                    return refuse_large(
+                        &mut stream,
+                        "application/json",
+                        &json_error(&why),
+                        unread,
+                    )
+                    .await;
+                }
+                Received::Busy => {
                     let why = "the node's memory for requests is full: try again";
                     return respond(&mut stream, "503 Service Unavailable", &json_error(why)).await;
-                };
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                let receive = async {
-                    while body.len() < len {
-                        match stream.read(&mut buf).await {
-                            Ok(0) | Err(_) => return Ok(false),
-                            Ok(n) => body.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    Ok(true)
-                };
-                match glommio::timer::timeout(left, receive).await {
-                    Ok(true) => {}
-                    Ok(false) => return Ok(()), // the client went away
-                    Err(_) => {
-                        log::warn!(
-                            "{peer:?}: closing: an SQL body of {len} bytes did not arrive within {} ms (--socket-timeout-ms)",
-                            shard.config.socket_timeout.as_millis()
-                        );
-                        return Ok(());
-                    }
                 }
-                body.truncate(len);
-                let host = peer
-                    .map(|a| a.ip().to_canonical().to_string())
-                    .unwrap_or_default();
-                let principal = weir_core::auth::sign_in_http(
-                    &shard.config.role_tokens,
-                    &shard.catalog(),
-                    header(&head_text, "authorization"),
-                )
-                .await;
-                let caller_principal = match principal {
-                    Ok(p) => {
-                        shard.sign_in_throttle.succeeded(&host);
-                        p
+                Received::Gone => return Ok(()),
+            };
+            sql_body.truncate(len);
+            let Some((caller_principal, host)) =
+                sign_in(&shard, &mut stream, &head_text, peer).await?
+            else {
+                return Ok(());
+            };
+            let caller = weir_core::sql::Caller {
+                principal: &caller_principal,
+                host: &host,
+            };
+            match std::str::from_utf8(&sql_body) {
+                Err(_) => ("400 Bad Request", json_error("the statement is not UTF-8")),
+                Ok(sql) => match weir_core::sql::execute(&shard, sql, &caller).await {
+                    Ok(r) => ("200 OK", r.to_json()),
+                    Err(weir_core::sql::SqlError::Statement(why)) => {
+                        ("400 Bad Request", json_error(&why))
                     }
-                    Err(why) => {
-                        let wait = shard.sign_in_throttle.failed(&host);
-                        log::warn!("{host}: HTTP sign-in refused: {why}");
-                        glommio::timer::sleep(wait).await;
-                        return respond(&mut stream, "401 Unauthorized", &json_error(&why)).await;
+                    Err(weir_core::sql::SqlError::Denied(why)) => {
+                        ("403 Forbidden", json_error(&why))
                     }
-                };
-                let caller = weir_core::sql::Caller {
-                    principal: &caller_principal,
-                    host: &host,
-                };
-                match std::str::from_utf8(&body) {
-                    Err(_) => ("400 Bad Request", json_error("the statement is not UTF-8")),
-                    Ok(sql) => match weir_core::sql::execute(&shard, sql, &caller).await {
-                        Ok(r) => ("200 OK", r.to_json()),
-                        Err(weir_core::sql::SqlError::Statement(why)) => {
-                            ("400 Bad Request", json_error(&why))
-                        }
-                        Err(weir_core::sql::SqlError::Denied(why)) => {
-                            ("403 Forbidden", json_error(&why))
-                        }
-                        Err(weir_core::sql::SqlError::Node(why)) => {
-                            log::error!("SQL failed: {why}");
-                            ("500 Internal Server Error", json_error(&why))
-                        }
-                    },
-                }
+                    Err(weir_core::sql::SqlError::Node(why)) => {
+                        log::error!("SQL failed: {why}");
+                        ("500 Internal Server Error", json_error(&why))
+                    }
+                },
             }
+        }
+        (_, p) if registry::is_registry_path(p.split('?').next().unwrap_or_default()) => {
+            return serve_registry(&shard, &mut stream, method, p, &head_text, body, peer).await;
         }
         _ => (
             "404 Not Found",
@@ -376,18 +601,5 @@ async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
         ),
     };
     write_response(&mut stream, status, content_type, &body).await?;
-    if unread > 0 {
-        // Bounded in bytes and in time: a client that trickles its body
-        // holds the connection at most about twice DISCARD_TIMEOUT.
-        let began = std::time::Instant::now();
-        while unread > 0 && began.elapsed() < DISCARD_TIMEOUT {
-            let read =
-                glommio::timer::timeout(DISCARD_TIMEOUT, async { Ok(stream.read(&mut buf).await) });
-            let Ok(Ok(n @ 1..)) = read.await else {
-                break;
-            };
-            unread = unread.saturating_sub(n);
-        }
-    }
     stream.close().await
 }

@@ -148,6 +148,8 @@ pub struct Shard {
     pub groups: Coordinator,
     /// The keyed tables' current rows of the partitions this shard owns.
     pub keyed: crate::table::keyed::KeyedTables,
+    /// The schema registry (used on the shard that owns `_schemas`-0).
+    pub registry: crate::registry::Registry,
     /// Failed sign-ins per client address (this shard's connections).
     pub sign_in_throttle: crate::auth::throttle::Throttle,
     /// Every shard's heartbeat (this one beats its own).

@@ -126,6 +126,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     producer_ids: RefCell::new(None),
                     groups,
                     keyed: Default::default(),
+                    registry: Default::default(),
                     sign_in_throttle: Default::default(),
                     hearts: hearts.clone(),
                 });

@@ -164,7 +164,7 @@ fn raw_row(partition: i32, r: &Record, shape: &ScanShape) -> Vec<Value> {
 /// offset, in order, until `f` says to stop: as a read_committed consumer
 /// reads, so rows of an open or aborted transaction are never seen (and a
 /// keyed table's state moves only when a transaction commits).
-pub(super) async fn each_record(
+pub(crate) async fn each_record(
     p: &Partition,
     from: i64,
     f: &mut dyn FnMut(&Record) -> Result<ControlFlow<()>, ScanError>,

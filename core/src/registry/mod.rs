@@ -1,0 +1,152 @@
+//! A schema registry in the node, answering Confluent Schema Registry's
+//! REST API on the HTTP port (`api`), so clients that use one (Avro
+//! serializers, Kafka Connect's converters) need no separate service.
+//!
+//! Every change is a record in the compacted topic `_schemas` (one
+//! partition), written acks=all (durable) before it is answered; the state
+//! (`state::State`) is made only by applying that topic's records in
+//! offset order, at the first request after a start and after each change
+//! (so a record another client produced to `_schemas` is applied too).
+//! The registry lives on the shard that owns `_schemas`-0: requests that
+//! reach another shard hop there, and changes are made one at a time.
+
+pub mod api;
+pub mod schema;
+pub mod state;
+
+use std::cell::RefCell;
+use std::ops::ControlFlow;
+use std::rc::Rc;
+
+use weir_storage::records::{build_stamped_batch, Producer};
+
+use crate::by_partition::{PartitionWork, TopicPartition};
+use crate::catalog::placement;
+use crate::shard::{NewTopic, Shard};
+use state::{encode, Change, State};
+
+/// The topic the registry keeps its records in (Confluent's name).
+pub const TOPIC: &str = "_schemas";
+
+/// One shard's registry (used only on the shard that owns `_schemas`-0).
+#[derive(Default)]
+pub struct Registry {
+    state: RefCell<State>,
+    /// Changes are made one at a time: checked against the state, written,
+    /// applied.
+    writing: futures::lock::Mutex<()>,
+}
+
+/// An answer: the HTTP status and its JSON body.
+pub struct Answer {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn ok(body: serde_json::Value) -> Answer {
+        Answer {
+            status: 200,
+            body: body.to_string(),
+        }
+    }
+
+    /// An error as the registry answers one: its code (the status is its
+    /// first three digits) and what was wrong.
+    pub fn error(code: u32, message: impl Into<String>) -> Answer {
+        let status = if code >= 10_000 { code / 100 } else { code };
+        Answer {
+            status: status as u16,
+            body: serde_json::json!({"error_code": code, "message": message.into()}).to_string(),
+        }
+    }
+}
+
+/// The shard the registry lives on.
+pub fn owner(shard: &Shard) -> usize {
+    shard
+        .catalog()
+        .shard_for(TOPIC, 0)
+        .unwrap_or_else(|| placement(TOPIC, 0, shard.nr_shards))
+}
+
+impl Registry {
+    /// Applies the records of `_schemas` not applied yet.
+    async fn refresh(&self, shard: &Rc<Shard>) -> Result<(), Answer> {
+        let Some(p) = shard.partition(TOPIC, 0) else {
+            // No topic (none made yet, or deleted): nothing registered.
+            *self.state.borrow_mut() = State::default();
+            return Ok(());
+        };
+        let from = {
+            let mut st = self.state.borrow_mut();
+            if p.log.high_watermark() < st.upto || p.log.log_start() > st.upto && st.upto > 0 {
+                // The topic was made again: start over from its records.
+                *st = State::default();
+            }
+            st.upto
+        };
+        let state = &self.state;
+        crate::table::scan::each_record(&p, from, &mut |r| {
+            let mut st = state.borrow_mut();
+            if r.offset < st.upto {
+                return Ok(ControlFlow::Continue(()));
+            }
+            if let Some(key) = &r.key {
+                if let Err(why) = st.apply(key, r.value.as_deref()) {
+                    log::warn!("{TOPIC} offset {}: passed over: {why}", r.offset);
+                }
+            }
+            st.upto = r.offset + 1;
+            Ok(ControlFlow::Continue(()))
+        })
+        .await
+        .map_err(|e| Answer::error(50001, format!("reading {TOPIC}: {e:?}")))?;
+        Ok(())
+    }
+
+    /// Writes `changes` durably (making the topic the first time), then
+    /// applies them with anything else new in the topic.
+    async fn write(&self, shard: &Rc<Shard>, changes: &[Change]) -> Result<(), Answer> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        if shard.catalog().topic(TOPIC).is_none() {
+            let made = shard
+                .create_topics(
+                    vec![NewTopic {
+                        name: TOPIC.into(),
+                        partitions: 1,
+                        replication_factor: -1,
+                        configs: vec![("cleanup.policy".into(), Some("compact".into()))],
+                        schema: None,
+                    }],
+                    false,
+                )
+                .await;
+            if let Some(Err(e)) = made.into_iter().next() {
+                if shard.catalog().topic(TOPIC).is_none() {
+                    return Err(Answer::error(
+                        50001,
+                        format!("making {TOPIC}: {}", e.message),
+                    ));
+                }
+            }
+        }
+        let encoded: Vec<_> = changes.iter().map(encode).collect();
+        let now = crate::clock::now_ms();
+        let stamped: Vec<_> = encoded
+            .iter()
+            .map(|(k, v)| (now, Some(&k[..]), v.as_deref(), &[][..]))
+            .collect();
+        let work = vec![PartitionWork {
+            at: 0,
+            tp: TopicPartition::new(TOPIC.to_string(), 0),
+            arg: build_stamped_batch(&stamped, &Producer::NONE),
+        }];
+        for (_, result) in shard.produce(work, -1).await {
+            result.map_err(|e| Answer::error(50001, format!("writing {TOPIC}: {}", e.message)))?;
+        }
+        self.refresh(shard).await
+    }
+}
