@@ -87,18 +87,15 @@ pub fn decode(s: &str, query: bool) -> String {
 /// Answers `req` (on the registry's shard).
 pub async fn handle(shard: &Rc<Shard>, req: Request) -> Answer {
     let reg = &shard.registry;
-    if req.writes() {
-        let _turn = reg.writing.lock().await;
-        if let Err(a) = reg.refresh(shard).await {
-            return a;
-        }
-        route(shard, reg, &req).await
-    } else {
-        if let Err(a) = reg.refresh(shard).await {
-            return a;
-        }
-        route(shard, reg, &req).await
+    // Changes one at a time: each is checked against the state it changes.
+    let _turn = match req.writes() {
+        true => Some(reg.writing.lock().await),
+        false => None,
+    };
+    if let Err(a) = reg.refresh(shard).await {
+        return a;
     }
+    route(shard, reg, &req).await
 }
 
 async fn route(shard: &Rc<Shard>, reg: &Registry, req: &Request) -> Answer {
