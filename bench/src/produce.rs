@@ -49,6 +49,11 @@ pub struct ProduceArgs {
     /// a typed table made with `CREATE TABLE t (n BIGINT, pad VARCHAR)`).
     #[arg(long)]
     pub json_values: bool,
+    /// Values are the same record in Avro, `{"n": long, "pad": string}`,
+    /// framed with this schema registry id (the registry's wire format), of
+    /// `--size` bytes (for an Avro table: `bench/avro_ingest.py`).
+    #[arg(long)]
+    pub avro_schema_id: Option<u32>,
     /// Produce in transactions of this many records each (a transactional
     /// producer per thread, `weir-bench-txn-{thread}`, committing every N
     /// records); 0: no transactions.
@@ -67,6 +72,35 @@ fn json_value(size: usize) -> Vec<u8> {
     let fixed = br#"{"n":12345,"pad":""}"#.len();
     let pad = "x".repeat(size.saturating_sub(fixed));
     format!(r#"{{"n":12345,"pad":"{pad}"}}"#).into_bytes()
+}
+
+/// An Avro long or length: a zig-zag varint.
+fn avro_long(out: &mut Vec<u8>, n: i64) {
+    let mut z = ((n << 1) ^ (n >> 63)) as u64;
+    while z >= 0x80 {
+        out.push((z as u8) | 0x80);
+        z >>= 7;
+    }
+    out.push(z as u8);
+}
+
+/// `{"n": 12345, "pad": "x…"}` as an Avro datum framed with schema `id`
+/// (a magic 0 byte, the id big-endian), `size` bytes in all (at least its
+/// fixed part).
+fn avro_value(id: u32, size: usize) -> Vec<u8> {
+    let mut pad_len = size.saturating_sub(5 + 3 + 1);
+    loop {
+        let mut out = vec![0];
+        out.extend(id.to_be_bytes());
+        avro_long(&mut out, 12345);
+        avro_long(&mut out, pad_len as i64);
+        out.resize(out.len() + pad_len, b'x');
+        // A longer pad may take another byte of length: trim and retry.
+        if out.len() <= size || pad_len == 0 {
+            return out;
+        }
+        pad_len -= out.len() - size;
+    }
 }
 
 /// Records each message's ack latency and counts failures.
@@ -131,7 +165,9 @@ pub fn run(a: ProduceArgs) -> Result<(), String> {
     if a.create_topic {
         crate::client::create_topic(&a.brokers, &a.topic, a.partitions, &a.client)?;
     }
-    let value: Vec<u8> = if a.json_values {
+    let value: Vec<u8> = if let Some(id) = a.avro_schema_id {
+        avro_value(id, a.size)
+    } else if a.json_values {
         json_value(a.size)
     } else {
         (0..a.size).map(|i| (i * 31 % 251) as u8).collect()
@@ -237,4 +273,20 @@ pub fn run(a: ProduceArgs) -> Result<(), String> {
         return Err(format!("{failed} messages were not delivered"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_avro_value_is_framed_and_of_its_size() {
+        for size in [16, 127, 200, 1024, 70_000] {
+            let v = avro_value(7, size);
+            assert_eq!(v.len(), size, "{size}");
+            assert_eq!(&v[..5], &[0, 0, 0, 0, 7]);
+            // n = 12345 as a zig-zag varint.
+            assert_eq!(&v[5..8], &[0xf2, 0xc0, 0x01]);
+        }
+    }
 }

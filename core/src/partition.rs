@@ -121,8 +121,11 @@ impl Partition {
         }
         if let Some(schema) = schema.filter(|s| s.keeps_records()) {
             // A `_value` table keeps the records as produced, once each
-            // batch passes its checks (the whole request or nothing).
-            for (h, b) in &batches {
+            // batch passes its checks (the whole request or nothing); an
+            // Avro table's were checked before (`table::avro`), where the
+            // writer schemas can be fetched.
+            let checked = schema.avro_subject().is_some();
+            for (h, b) in batches.iter().filter(|_| !checked) {
                 crate::table::check_records(
                     &self.topic,
                     schema,

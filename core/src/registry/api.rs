@@ -347,20 +347,6 @@ fn schema_of(st: &State, req: &Request) -> Result<Full, Answer> {
     })
 }
 
-/// The version's schema with what it references.
-fn full(st: &State, id: i32) -> Option<Full> {
-    let def = st.schemas.get(&id)?.clone();
-    let refs = def
-        .references
-        .iter()
-        .filter_map(|r| {
-            let v = st.subjects.get(&r.subject)?.get(&r.version)?;
-            Some(st.schemas.get(&v.id)?.text.clone())
-        })
-        .collect();
-    Some(Full { def, refs })
-}
-
 /// Why `new` cannot follow `against` (the subject's versions, oldest
 /// first) at `level`; empty when it can.
 fn incompatibilities(st: &State, level: &str, new: &Full, against: &[i32]) -> Vec<String> {
@@ -377,7 +363,7 @@ fn incompatibilities(st: &State, level: &str, new: &Full, against: &[i32]) -> Ve
     };
     let mut why = Vec::new();
     for id in ids {
-        let Some(old) = full(st, id) else { continue };
+        let Some(old) = st.full(id) else { continue };
         if backward {
             if let Err(e) = can_read(&old, new) {
                 why.push(format!(

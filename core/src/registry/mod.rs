@@ -23,6 +23,7 @@ use weir_storage::records::{build_stamped_batch, Producer};
 use crate::by_partition::{PartitionWork, TopicPartition};
 use crate::catalog::placement;
 use crate::shard::{NewTopic, Shard};
+use schema::Kind;
 use state::{encode, Change, State};
 
 /// The topic the registry keeps its records in (Confluent's name).
@@ -70,6 +71,56 @@ pub fn owner(shard: &Shard) -> usize {
         .unwrap_or_else(|| placement(TOPIC, 0, shard.nr_shards))
 }
 
+/// A registered schema as another shard takes it, to read records with
+/// (`table::avro`).
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub id: i32,
+    pub kind: Kind,
+    pub text: String,
+    /// The texts of the schemas it references.
+    pub refs: Vec<String>,
+    /// The subjects a live version of it is registered under.
+    pub subjects: Vec<String>,
+}
+
+fn fetched(st: &State, id: i32) -> Option<Fetched> {
+    let full = st.full(id)?;
+    Some(Fetched {
+        id,
+        kind: full.def.kind,
+        text: full.def.text,
+        refs: full.refs,
+        subjects: st.subjects_of(id),
+    })
+}
+
+/// The schemas of those `ids` that are registered, asked of the registry's
+/// shard (with `_schemas` applied up to its end).
+pub async fn schemas_by_id(shard: &Rc<Shard>, ids: Vec<i32>) -> Result<Vec<Fetched>, String> {
+    shard
+        .invoke_on(owner(shard), move |s| async move {
+            s.registry.refresh(&s).await.map_err(|a| a.body)?;
+            let st = s.registry.state.borrow();
+            Ok(ids.iter().filter_map(|id| fetched(&st, *id)).collect())
+        })
+        .await
+        .map_err(|e| e.message)?
+}
+
+/// The latest live version of `subject`'s schema, if it has one.
+pub async fn latest(shard: &Rc<Shard>, subject: String) -> Result<Option<Fetched>, String> {
+    shard
+        .invoke_on(owner(shard), move |s| async move {
+            s.registry.refresh(&s).await.map_err(|a| a.body)?;
+            let st = s.registry.state.borrow();
+            let id = st.versions(&subject, false).last().map(|(_, v)| v.id);
+            Ok(id.and_then(|id| fetched(&st, id)))
+        })
+        .await
+        .map_err(|e| e.message)?
+}
+
 impl Registry {
     /// Applies the records of `_schemas` not applied yet.
     async fn refresh(&self, shard: &Rc<Shard>) -> Result<(), Answer> {
@@ -87,7 +138,7 @@ impl Registry {
             st.upto
         };
         let state = &self.state;
-        crate::table::scan::each_record(&p, from, &mut |r| {
+        crate::table::scan::each_record(&p, from, None, &mut |r| {
             let mut st = state.borrow_mut();
             if r.offset < st.upto {
                 return Ok(ControlFlow::Continue(()));

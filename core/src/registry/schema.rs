@@ -105,7 +105,7 @@ fn parse_avro(text: &str, refs: &[String]) -> Result<Schema, String> {
 
 /// An Avro schema with its references' named types written in place
 /// where first used, so it can be resolved against another on its own.
-fn standalone_avro(text: &str, refs: &[String]) -> Result<Schema, String> {
+pub fn standalone_avro(text: &str, refs: &[String]) -> Result<Schema, String> {
     if refs.is_empty() {
         return parse_avro(text, &[]);
     }

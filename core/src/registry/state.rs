@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::schema::{Kind, Reference, SchemaDef};
+use super::schema::{Full, Kind, Reference, SchemaDef};
 
 /// A subject's compatibility level.
 pub const LEVELS: &[&str] = &[
@@ -247,6 +247,29 @@ impl State {
             .iter()
             .find(|(_, d)| *d == def)
             .map(|(id, _)| *id)
+    }
+
+    /// The schema `id` with the texts of the schemas it references.
+    pub fn full(&self, id: i32) -> Option<Full> {
+        let def = self.schemas.get(&id)?.clone();
+        let refs = def
+            .references
+            .iter()
+            .filter_map(|r| {
+                let v = self.subjects.get(&r.subject)?.get(&r.version)?;
+                Some(self.schemas.get(&v.id)?.text.clone())
+            })
+            .collect();
+        Some(Full { def, refs })
+    }
+
+    /// The subjects a live version of schema `id` is registered under.
+    pub fn subjects_of(&self, id: i32) -> Vec<String> {
+        self.subjects
+            .iter()
+            .filter(|(_, vs)| vs.values().any(|v| v.id == id && !v.deleted))
+            .map(|(s, _)| s.clone())
+            .collect()
     }
 
     /// The (subject, version)s whose schemas reference `subject`'s `version`.

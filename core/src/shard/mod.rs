@@ -150,6 +150,8 @@ pub struct Shard {
     pub keyed: crate::table::keyed::KeyedTables,
     /// The schema registry (used on the shard that owns `_schemas`-0).
     pub registry: crate::registry::Registry,
+    /// The Avro writer schemas this shard has fetched from the registry.
+    pub writers: crate::table::avro::WriterSchemas,
     /// Failed sign-ins per client address (this shard's connections).
     pub sign_in_throttle: crate::auth::throttle::Throttle,
     /// Every shard's heartbeat (this one beats its own).
@@ -501,7 +503,7 @@ impl Shard {
     /// `STOP_SNAPSHOTS_FOR` in all: the node's stop has a deadline, and
     /// what is not written is read from the log at the next start). One at
     /// a time.
-    pub async fn snapshot_keyed(&self, stopping: bool) {
+    pub async fn snapshot_keyed(self: &Rc<Self>, stopping: bool) {
         let catalog = self.catalog();
         let parts: Vec<_> = self.partitions.borrow().values().cloned().collect();
         let began = std::time::Instant::now();
@@ -523,7 +525,7 @@ impl Shard {
                 continue;
             };
             let started = std::time::Instant::now();
-            match self.keyed.snapshot(&p, meta, schema, stopping).await {
+            match self.keyed.snapshot(self, &p, meta, schema, stopping).await {
                 Ok(true) => log::info!(
                     "{}-{}: keyed rows snapshotted in {} ms",
                     p.topic,

@@ -166,6 +166,11 @@ impl Shard {
                 let max = topic.map_or(i32::MAX, |t| t.config.max_message_bytes);
                 let schema = topic.and_then(|t| t.schema.as_ref());
                 let compacted = topic.is_some_and(|t| t.config.cleanup_policy.compacts());
+                if let Some(avro) = schema.filter(|t| t.avro_subject().is_some()) {
+                    // Checked here, where the writer schemas can be fetched.
+                    let batches = weir_storage::batch::split_produced(&records)?;
+                    crate::table::avro::check_produced(&s, &p.topic, avro, &batches).await?;
+                }
                 p.produce(records, acks, max, schema, compacted, &s.cache)
                     .await
             })

@@ -127,6 +127,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     groups,
                     keyed: Default::default(),
                     registry: Default::default(),
+                    writers: Default::default(),
                     sign_in_throttle: Default::default(),
                     hearts: hearts.clone(),
                 });

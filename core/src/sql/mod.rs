@@ -26,7 +26,7 @@ use crate::auth::Principal;
 use crate::error::ErrorCode;
 use crate::shard::{NewTopic, Shard};
 use crate::table::row::{convert, object_bytes};
-use crate::table::schema::{Column, ColumnType, TableSchema};
+use crate::table::schema::{Column, ColumnType, Format, TableSchema};
 use eval::{column_name, Columns, Eval, Scope, SqlResult};
 use select::SelectPlan;
 
@@ -310,9 +310,6 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
         }
         columns.push(column);
     }
-    if columns.is_empty() {
-        return Err("a table needs at least one column".to_string().into());
-    }
     for k in &c.constraints {
         match k {
             TableConstraint::PrimaryKey { columns: cols, .. } => {
@@ -329,25 +326,10 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
             other => return Err(format!("constraint {other} is not supported").into()),
         }
     }
-    for k in &primary_key {
-        if !columns.iter().any(|c| &c.name == k) {
-            return Err(format!("PRIMARY KEY names {k}, which is not a column").into());
-        }
-    }
-    // A `_value` table keeps records as produced: its rows are keyed by the
-    // records' keys or not at all (its other columns are always null).
-    if columns.iter().any(|c| c.name == "_value")
-        && !primary_key.is_empty()
-        && primary_key != ["_key"]
-    {
-        return Err(format!(
-            "a table with a _value column keeps records as produced and is keyed by their keys: its PRIMARY KEY can only be _key, not ({})",
-            primary_key.join(", ")
-        )
-        .into());
-    }
     let mut partitions = 1;
     let mut configs = Vec::new();
+    let mut format = None;
+    let mut subject = None;
     let options = match &c.table_options {
         CreateTableOptions::With(o)
         | CreateTableOptions::Options(o)
@@ -366,8 +348,48 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
                     .parse()
                     .map_err(|_| format!("partitions = {text} is not a number"))?
             }
+            "format" => format = Some(text.to_ascii_lowercase()),
+            "subject" => subject = Some(text),
             k => configs.push((k.replace('_', "."), Some(text))),
         }
+    }
+    let format = match (format.as_deref(), subject) {
+        (None | Some("json"), None) => Format::Json,
+        (Some("avro"), subject) => {
+            let subject = subject.unwrap_or_else(|| format!("{name}-value"));
+            avro_columns(shard, &subject, &mut columns, &primary_key).await?;
+            Format::Avro { subject }
+        }
+        (None | Some("json"), Some(_)) => {
+            return Err(
+                "subject names an Avro table's registry subject: add format = 'avro'"
+                    .to_string()
+                    .into(),
+            )
+        }
+        (Some(other), _) => {
+            return Err(format!("format = '{other}' is not served: 'json' or 'avro'").into())
+        }
+    };
+    if columns.is_empty() {
+        return Err("a table needs at least one column".to_string().into());
+    }
+    for k in &primary_key {
+        if !columns.iter().any(|c| &c.name == k) {
+            return Err(format!("PRIMARY KEY names {k}, which is not a column").into());
+        }
+    }
+    // A `_value` table keeps records as produced: its rows are keyed by the
+    // records' keys or not at all (its other columns are always null).
+    if columns.iter().any(|c| c.name == "_value")
+        && !primary_key.is_empty()
+        && primary_key != ["_key"]
+    {
+        return Err(format!(
+            "a table with a _value column keeps records as produced and is keyed by their keys: its PRIMARY KEY can only be _key, not ({})",
+            primary_key.join(", ")
+        )
+        .into());
     }
     // A keyed table keeps its latest row per key: its log is compacted
     // unless the statement says otherwise, so the log and the start-up
@@ -383,6 +405,7 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
         schema: Some(TableSchema {
             columns,
             primary_key,
+            format,
         }),
     };
     match shard.create_topics(vec![topic], false).await.pop() {
@@ -393,6 +416,49 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
         Some(Err(e)) => Err(e.message.into()),
         None => Err(SqlError::Node("the catalog did not answer".into())),
     }
+}
+
+/// An Avro table's columns: those declared (the record's own `_key` and
+/// `_timestamp` may be among them), and, when no other is, one per field of
+/// `subject`'s latest schema in the registry. Its rows are its records, so,
+/// as a `_value` table's, they are keyed by the records' keys or not at all.
+async fn avro_columns(
+    shard: &Rc<Shard>,
+    subject: &str,
+    columns: &mut Vec<Column>,
+    primary_key: &[String],
+) -> SqlResult<()> {
+    if columns.iter().any(|c| c.name == "_value") {
+        return Err(
+            "an Avro table's columns are its records' fields: it has no _value column (a raw topic or a _value table keeps the bytes)"
+                .into(),
+        );
+    }
+    if !primary_key.is_empty() && primary_key != ["_key"] {
+        return Err(format!(
+            "an Avro table keeps records as produced and is keyed by their keys, as compaction keeps them: its PRIMARY KEY can only be _key, not ({})",
+            primary_key.join(", ")
+        ));
+    }
+    if columns.iter().any(|c| !c.name.starts_with('_')) {
+        return Ok(());
+    }
+    let latest = crate::registry::latest(shard, subject.to_string())
+        .await
+        .map_err(|why| format!("asking the schema registry for {subject}: {why}"))?
+        .ok_or_else(|| {
+            format!(
+                "subject {subject} has no schema in the registry: register one first, or declare the table's columns"
+            )
+        })?;
+    for c in crate::table::avro::columns_of(&latest)
+        .map_err(|why| format!("subject {subject}'s latest schema: {why}"))?
+    {
+        if !columns.iter().any(|d| d.name == c.name) {
+            columns.push(c);
+        }
+    }
+    Ok(())
 }
 
 /// The value of a constant expression (a literal, maybe negated).

@@ -561,6 +561,7 @@ mod tests {
                 },
             ],
             primary_key: vec![],
+            format: Default::default(),
         };
         c.topics.insert(
             "people".into(),

@@ -61,6 +61,12 @@ pub(super) async fn insert(
     let meta = catalog
         .topic(&table)
         .ok_or_else(|| format!("no table {table}"))?;
+    if let Some(subject) = meta.schema.as_ref().and_then(|s| s.avro_subject()) {
+        return Err(format!(
+            "{table} is an Avro table: its records are produced framed with a schema id of subject {subject} (as the registry's Avro serializers write them), not inserted"
+        )
+        .into());
+    }
     let columns: Vec<String> = if ins.columns.is_empty() {
         crate::table::scan::columns(meta)
     } else {
@@ -165,7 +171,7 @@ pub(super) async fn delete(
             // before that rule may say otherwise: refused, never a panic.
             let (Some(c), Some(v)) = (schema.column("_key"), keys.get("_key")) else {
                 return Err(format!(
-                    "{table} has a _value column and is keyed by ({}), not _key: its rows cannot be named",
+                    "{table} keeps records as produced and is keyed by ({}), not _key: its rows cannot be named",
                     schema.primary_key.join(", ")
                 )
                 .into());

@@ -40,6 +40,7 @@ use crate::by_partition::TopicPartition;
 use crate::catalog::TopicMeta;
 use crate::partition::Partition;
 use crate::partitioner::partition_for_key;
+use crate::shard::Shard;
 
 /// A key's latest write in one partition.
 #[derive(Debug, Clone)]
@@ -478,6 +479,7 @@ impl KeyedTables {
     /// the first time, those past the partition's snapshot).
     pub async fn refreshed(
         &self,
+        shard: &Rc<Shard>,
         p: &Partition,
         meta: &TopicMeta,
         schema: &TableSchema,
@@ -511,7 +513,8 @@ impl KeyedTables {
             st.partitions = meta.partitions();
             st.upto
         };
-        each_record(p, from, &mut |r| {
+        let avro = schema.avro_subject().map(|_| shard);
+        each_record(p, from, avro, &mut |r| {
             let mut st = rows.borrow_mut();
             // A concurrent scan may have applied this record already.
             if r.offset < st.upto {
@@ -521,7 +524,7 @@ impl KeyedTables {
                 let entry = Entry {
                     offset: r.offset,
                     timestamp: r.timestamp,
-                    row: table_row(schema, r),
+                    row: table_row(schema, &shard.writers, r)?,
                 };
                 st.apply(k, entry);
             }
@@ -546,6 +549,7 @@ impl KeyedTables {
     /// reads the rest from the log). Returns whether one was written.
     pub async fn snapshot(
         &self,
+        shard: &Rc<Shard>,
         p: &Partition,
         meta: &TopicMeta,
         schema: &TableSchema,
@@ -558,9 +562,11 @@ impl KeyedTables {
             };
             held.rows
         } else {
-            self.refreshed(p, meta, schema).await.map_err(|e| match e {
-                ScanError::Statement(why) | ScanError::Read(why) => why,
-            })?
+            self.refreshed(shard, p, meta, schema)
+                .await
+                .map_err(|e| match e {
+                    ScanError::Statement(why) | ScanError::Read(why) => why,
+                })?
         };
         let (writes, span, generation) = {
             let mut st = rows.borrow_mut();

@@ -6,6 +6,7 @@
 //! ([`scan`]). A table with a `_value` column keeps the records as produced
 //! (checked, not converted) and makes rows as it reads them.
 
+pub mod avro;
 pub mod keyed;
 pub mod keyed_snapshot;
 pub mod row;
@@ -174,6 +175,7 @@ mod tests {
                 default: None,
             }],
             primary_key: vec![],
+            format: Default::default(),
         };
         let batch = zstd_batch(1000);
         let h = BatchHeader::parse(&batch).unwrap();

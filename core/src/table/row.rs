@@ -222,7 +222,7 @@ fn key_from_object(
 }
 
 /// Checks NOT NULL (key columns are NOT NULL whatever they say).
-fn check_not_null(schema: &TableSchema, row: &[Value]) -> Result<(), String> {
+pub(super) fn check_not_null(schema: &TableSchema, row: &[Value]) -> Result<(), String> {
     for (c, v) in schema.columns.iter().zip(row) {
         if v.is_null() && (c.not_null || schema.primary_key.contains(&c.name)) {
             return Err(format!("{} is NOT NULL", c.name));
@@ -455,6 +455,7 @@ mod tests {
                 amount,
             ],
             primary_key: vec![],
+            format: Default::default(),
         };
         let (k, r) = row(to_row(
             &s,
@@ -490,6 +491,7 @@ mod tests {
                 col("_timestamp", ColumnType::Timestamp),
             ],
             primary_key: vec![],
+            format: Default::default(),
         };
         assert_eq!(
             to_row(&s, &rec(None, Some(b"{}"))).unwrap_err(),
@@ -510,6 +512,7 @@ mod tests {
                 col("name", ColumnType::Varchar),
             ],
             primary_key: vec!["id".into()],
+            format: Default::default(),
         };
         let ev = br#"{"op":"c","before":null,"after":{"id":1,"name":"ann"},"source":{}}"#;
         let (k, r) = row(to_row(&s, &rec(Some(br#"{"id": 1}"#), Some(ev))).unwrap());
@@ -550,6 +553,7 @@ mod tests {
         assert_eq!(to_row(&s, &rec(None, Some(truncate))).unwrap(), RowOp::Skip);
         let unkeyed = TableSchema {
             primary_key: vec![],
+            format: Default::default(),
             ..s.clone()
         };
         assert!(to_row(&unkeyed, &rec(None, Some(del)))
@@ -584,6 +588,7 @@ mod tests {
                 col("other", ColumnType::BigInt),
             ],
             primary_key: vec![],
+            format: Default::default(),
         };
         assert!(s.keeps_records());
         let r = record_row(&s, &rec(Some(b"n1"), Some(b"plain text, not json"))).unwrap();

@@ -12,6 +12,7 @@ use sqlparser::ast::Expr;
 use weir_storage::batch::BatchIter;
 use weir_storage::records::{batch_records, Record};
 
+use super::avro::{self, WriterSchemas};
 use super::keyed::{Claim, Losers};
 use super::row::{record_row, Incoming};
 use super::schema::{bytes_value, format_timestamp, ColumnType, TableSchema, RAW_COLUMNS};
@@ -116,19 +117,27 @@ pub(super) fn typed_row(schema: &TableSchema, value: &[u8]) -> Vec<Value> {
 }
 
 /// A record's row in a typed table: the stored row of a JSON table, the row
-/// made from the record in a `_value` table; `None` for a tombstone.
-pub(super) fn table_row(schema: &TableSchema, r: &Record) -> Option<Vec<Value>> {
-    if schema.keeps_records() {
-        record_row(
-            schema,
-            &Incoming {
-                key: r.key.as_deref(),
-                value: r.value.as_deref(),
-                timestamp_ms: r.timestamp,
-            },
-        )
+/// made from the record in a `_value` or Avro table (with the writer
+/// schemas `writers` holds); `None` for a tombstone.
+pub(super) fn table_row(
+    schema: &TableSchema,
+    writers: &WriterSchemas,
+    r: &Record,
+) -> Result<Option<Vec<Value>>, ScanError> {
+    let incoming = || Incoming {
+        key: r.key.as_deref(),
+        value: r.value.as_deref(),
+        timestamp_ms: r.timestamp,
+    };
+    if schema.avro_subject().is_some() {
+        // Every record was checked when produced: one that does not read
+        // now names a schema since deleted for good.
+        avro::record_row(schema, writers, &incoming())
+            .map_err(|why| ScanError::Read(format!("the record at offset {}: {why}", r.offset)))
+    } else if schema.keeps_records() {
+        Ok(record_row(schema, &incoming()))
     } else {
-        r.value.as_deref().map(|v| typed_row(schema, v))
+        Ok(r.value.as_deref().map(|v| typed_row(schema, v)))
     }
 }
 
@@ -163,10 +172,13 @@ fn raw_row(partition: i32, r: &Record, shape: &ScanShape) -> Vec<Value> {
 /// Calls `f` on every committed record from `from` to the last stable
 /// offset, in order, until `f` says to stop: as a read_committed consumer
 /// reads, so rows of an open or aborted transaction are never seen (and a
-/// keyed table's state moves only when a transaction commits).
+/// keyed table's state moves only when a transaction commits). With
+/// `avro` (an Avro table's scan), the writer schemas a batch's records
+/// name are fetched into that shard's `writers` before `f` sees them.
 pub(crate) async fn each_record(
     p: &Partition,
     from: i64,
+    avro: Option<&Rc<Shard>>,
     f: &mut dyn FnMut(&Record) -> Result<ControlFlow<()>, ScanError>,
 ) -> Result<i64, ScanError> {
     let stable = p.log.last_stable_offset();
@@ -195,6 +207,19 @@ pub(crate) async fn each_record(
             let batch = records.slice(pos..pos + h.total_len());
             let rows = batch_records(&batch, &h, MAX_DECOMPRESSED)
                 .map_err(|e| ScanError::Read(format!("{}-{}: {e}", p.topic, p.index)))?;
+            if let Some(shard) = avro {
+                let values = rows.iter().map(|r| r.value.as_deref());
+                shard
+                    .writers
+                    .fetch_missing(shard, values)
+                    .await
+                    .map_err(|why| {
+                        ScanError::Read(format!(
+                            "{}-{}: asking the schema registry: {why}",
+                            p.topic, p.index
+                        ))
+                    })?;
+            }
             for r in rows.iter().filter(|r| r.offset >= offset) {
                 if f(r)?.is_break() {
                     return Ok(r.offset + 1);
@@ -217,7 +242,7 @@ pub(crate) async fn each_record(
 /// offset order, with the columns `shape` uses (the filter must use only
 /// those), until `sink` says to stop.
 async fn scan_rows(
-    shard: &Shard,
+    shard: &Rc<Shard>,
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
@@ -236,17 +261,23 @@ async fn scan_rows(
     };
     match &meta.schema {
         None => {
-            each_record(p, 0, &mut |r| keep(raw_row(p.index, r, shape))).await?;
+            each_record(p, 0, None, &mut |r| keep(raw_row(p.index, r, shape))).await?;
         }
         Some(schema) if !schema.is_keyed() => {
-            each_record(p, 0, &mut |r| match table_row(schema, r) {
-                Some(row) => keep(shape.trim(row)),
-                None => Ok(ControlFlow::Continue(())),
-            })
+            let avro = schema.avro_subject().map(|_| shard);
+            each_record(
+                p,
+                0,
+                avro,
+                &mut |r| match table_row(schema, &shard.writers, r)? {
+                    Some(row) => keep(shape.trim(row)),
+                    None => Ok(ControlFlow::Continue(())),
+                },
+            )
             .await?;
         }
         Some(schema) => {
-            let rows = shard.keyed.refreshed(p, meta, schema).await?;
+            let rows = shard.keyed.refreshed(shard, p, meta, schema).await?;
             let rows = rows.borrow();
             for r in rows.rows_in_offset_order(p.index, shape.losers.as_deref()) {
                 let r =
@@ -276,7 +307,7 @@ fn too_much(p: &Partition, shape: &ScanShape, what: &str) -> ScanError {
 /// best `shape.top` in key order (the scan reads every row, holding at
 /// most twice that many).
 pub async fn scan_partition(
-    shard: &Shard,
+    shard: &Rc<Shard>,
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
@@ -308,7 +339,7 @@ pub async fn scan_partition(
 }
 
 async fn top_partition(
-    shard: &Shard,
+    shard: &Rc<Shard>,
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
@@ -354,7 +385,7 @@ async fn top_partition(
 /// are read (see `sql::fold`): what is held is a first row and the
 /// aggregates' states per group, whatever the partition's size.
 pub async fn fold_partition(
-    shard: &Shard,
+    shard: &Rc<Shard>,
     p: &Rc<Partition>,
     meta: &TopicMeta,
     filter: Option<&Expr>,
@@ -382,18 +413,18 @@ pub async fn fold_partition(
 
 /// A keyed table partition's current rows (`meta` is a keyed table's).
 async fn keyed_rows(
-    shard: &Shard,
+    shard: &Rc<Shard>,
     p: &Rc<Partition>,
     meta: &TopicMeta,
 ) -> Result<Rc<std::cell::RefCell<super::keyed::KeyedRows>>, ScanError> {
     let schema = meta.schema.as_ref().expect("a keyed table");
-    shard.keyed.refreshed(p, meta, schema).await
+    shard.keyed.refreshed(shard, p, meta, schema).await
 }
 
 /// A keyed table partition's copies of keys whose home is another
 /// partition (`keyed`), no more than `max_bytes` of them.
 pub async fn partition_claims(
-    shard: &Shard,
+    shard: &Rc<Shard>,
     p: &Rc<Partition>,
     meta: &TopicMeta,
     max_bytes: usize,
@@ -414,7 +445,7 @@ pub async fn partition_claims(
 
 /// At the home of the keys `incoming` claims: which copies lost.
 pub async fn settle_partition(
-    shard: &Shard,
+    shard: &Rc<Shard>,
     p: &Rc<Partition>,
     meta: &TopicMeta,
     incoming: &[Claim],
@@ -427,7 +458,7 @@ pub async fn settle_partition(
 /// Which of `keys` a keyed table partition holds: (index in `keys`, the
 /// write's timestamp, whether it is a row rather than a deletion).
 pub async fn partition_copies(
-    shard: &Shard,
+    shard: &Rc<Shard>,
     p: &Rc<Partition>,
     meta: &TopicMeta,
     keys: &[Vec<u8>],

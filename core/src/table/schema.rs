@@ -88,6 +88,27 @@ pub struct TableSchema {
     pub columns: Vec<Column>,
     /// Primary key column names, in key order; empty for an unkeyed table.
     pub primary_key: Vec<String>,
+    /// How the table's records are written (JSON unless it says Avro).
+    #[serde(default, skip_serializing_if = "Format::is_json")]
+    pub format: Format,
+}
+
+/// The encoding of a typed table's record values.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Format {
+    /// JSON objects, converted to rows as they are produced.
+    #[default]
+    Json,
+    /// Avro, framed with a schema id of the node's registry (a magic 0
+    /// byte and the id, 4 bytes big-endian), kept as produced; `subject`
+    /// names the registry subject whose schemas the records must use.
+    Avro { subject: String },
+}
+
+impl Format {
+    pub fn is_json(&self) -> bool {
+        *self == Format::Json
+    }
 }
 
 impl TableSchema {
@@ -103,11 +124,19 @@ impl TableSchema {
         self.column(name).is_some()
     }
 
-    /// A table with a `_value` column keeps each record as produced (its
-    /// bytes, headers and compression) and makes its row when it is read;
-    /// any other typed table stores rows.
+    /// A table with a `_value` column, or of Avro records, keeps each
+    /// record as produced (its bytes, headers and compression) and makes
+    /// its row when it is read; any other typed table stores rows.
     pub fn keeps_records(&self) -> bool {
-        self.has("_value")
+        self.has("_value") || self.avro_subject().is_some()
+    }
+
+    /// The registry subject of an Avro table.
+    pub fn avro_subject(&self) -> Option<&str> {
+        match &self.format {
+            Format::Avro { subject } => Some(subject),
+            Format::Json => None,
+        }
     }
 
     /// Indexes of the key columns in `columns`.

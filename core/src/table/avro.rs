@@ -1,0 +1,867 @@
+//! Avro tables: record values framed as Confluent's serializers write them
+//! (a magic 0 byte, the writer schema's registry id in 4 bytes big-endian,
+//! then one Avro datum), kept in the log as produced and made into rows
+//! when read. The writer schemas come from the node's registry
+//! (`crate::registry`), fetched by id and held per shard (`WriterSchemas`):
+//! an id's schema never changes.
+//!
+//! A datum is decoded here rather than with apache-avro's reader: straight
+//! to the JSON values a row is made of (`row::convert` then fits each to its
+//! column, as for a JSON table), with every length checked against the
+//! bytes left and the nesting bounded, so a hostile datum cannot make the
+//! node allocate more than it sent (apache-avro's reader reserves an
+//! array's announced count of items up front) or recurse off its stack.
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use apache_avro::schema::{Name, Namespace, RecordSchema, ResolvedSchema, Schema};
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use weir_storage::batch::BatchHeader;
+use weir_storage::records::batch_records;
+
+use super::row::{check_not_null, convert, Incoming};
+use super::schema::{bytes_value, format_timestamp, Column, ColumnType, TableSchema};
+use crate::error::{ErrorCode, KafkaError};
+use crate::registry::{self, schema::Kind, Fetched};
+use crate::shard::Shard;
+
+/// The first byte of a framed value.
+pub const MAGIC: u8 = 0;
+/// The magic byte and the schema id.
+const FRAME: usize = 5;
+/// How deep a datum's values may nest.
+const MAX_DEPTH: usize = 64;
+/// The most items a datum's arrays of empty items (nulls, empty records)
+/// may hold, all together: they take no bytes, so the bytes sent do not
+/// bound them.
+const MAX_EMPTY_ITEMS: usize = 1 << 16;
+/// How soon a schema held without the table's subject is asked for again
+/// (it may have been registered under it since).
+const REFETCH_AFTER: Duration = Duration::from_secs(1);
+
+/// The schema id a framed value names, and its datum.
+pub fn unframe(value: &[u8]) -> Result<(u32, &[u8]), String> {
+    if value.len() < FRAME {
+        return Err(format!(
+            "the value is {} bytes, too short for the schema registry's framing (a magic 0 byte and a 4-byte schema id)",
+            value.len()
+        ));
+    }
+    if value[0] != MAGIC {
+        return Err(format!(
+            "the value starts with byte {:#04x}, not the schema registry's magic byte 0: it is not framed with a schema id",
+            value[0]
+        ));
+    }
+    let id = u32::from_be_bytes(value[1..FRAME].try_into().expect("4 bytes"));
+    Ok((id, &value[FRAME..]))
+}
+
+/// A writer schema, ready to decode with.
+pub struct Writer {
+    pub id: u32,
+    schema: Schema,
+    /// Its named types by full name (what a `Ref` names).
+    names: HashMap<Name, Schema>,
+    /// The subjects a live version of it was registered under, when asked.
+    subjects: Vec<String>,
+    asked: Instant,
+}
+
+impl Writer {
+    /// A registered schema as the registry gave it; refused unless it is an
+    /// Avro record.
+    pub fn new(f: &Fetched) -> Result<Writer, String> {
+        if f.kind != Kind::Avro {
+            return Err(format!(
+                "schema id {} is a {} schema, not Avro",
+                f.id,
+                f.kind.name()
+            ));
+        }
+        let schema = registry::schema::standalone_avro(&f.text, &f.refs)
+            .map_err(|e| format!("schema id {} does not parse: {e}", f.id))?;
+        let names = ResolvedSchema::try_from(&schema)
+            .map_err(|e| format!("schema id {}: {e}", f.id))?
+            .get_names()
+            .iter()
+            .map(|(n, s)| (n.clone(), (*s).clone()))
+            .collect();
+        let w = Writer {
+            id: f.id as u32,
+            schema,
+            names,
+            subjects: f.subjects.clone(),
+            asked: Instant::now(),
+        };
+        w.record()?;
+        Ok(w)
+    }
+
+    /// The record schema the datum is.
+    fn record(&self) -> Result<&RecordSchema, String> {
+        let mut s = &self.schema;
+        if let Schema::Ref { name } = s {
+            s = self.names.get(name).unwrap_or(s);
+        }
+        match s {
+            Schema::Record(r) => Ok(r),
+            other => Err(format!(
+                "schema id {} is not an Avro record (it is {}): a table's rows are records",
+                self.id,
+                kind_name(other)
+            )),
+        }
+    }
+
+    /// Decodes one datum to its record's fields; every byte must be used.
+    pub fn decode(&self, datum: &[u8]) -> Result<Map<String, Value>, String> {
+        let record = self.record()?;
+        let mut d = Decoder {
+            buf: datum,
+            pos: 0,
+            names: &self.names,
+            depth: 0,
+            empty_items: 0,
+        };
+        let ns = record.name.namespace.clone();
+        let mut out = Map::new();
+        for f in &record.fields {
+            let v = d
+                .value(&f.schema, &ns)
+                .map_err(|why| format!("field {}: {why}", f.name))?;
+            out.insert(f.name.clone(), v);
+        }
+        if d.pos != datum.len() {
+            return Err(format!(
+                "{} trailing bytes after the datum (schema id {} read {} of {})",
+                datum.len() - d.pos,
+                self.id,
+                d.pos,
+                datum.len()
+            ));
+        }
+        Ok(out)
+    }
+}
+
+fn kind_name(s: &Schema) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| match v {
+            Value::String(t) => Some(t),
+            Value::Object(o) => o.get("type").and_then(Value::as_str).map(str::to_string),
+            Value::Array(_) => Some("a union".into()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "not a record".into())
+}
+
+struct Decoder<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    names: &'a HashMap<Name, Schema>,
+    depth: usize,
+    empty_items: usize,
+}
+
+impl<'a> Decoder<'a> {
+    fn left(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if n > self.left() {
+            return Err(format!(
+                "the datum ends: {n} bytes wanted at byte {}, {} left",
+                self.pos,
+                self.left()
+            ));
+        }
+        let b = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(b)
+    }
+
+    /// A zig-zag varint.
+    fn long(&mut self) -> Result<i64, String> {
+        let mut z: u64 = 0;
+        for i in 0..10 {
+            let b = *self
+                .take(1)
+                .map_err(|_| "the datum ends inside a number".to_string())?
+                .first()
+                .expect("one byte");
+            z |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok((z >> 1) as i64 ^ -((z & 1) as i64));
+            }
+        }
+        Err(format!(
+            "a number longer than 10 bytes at byte {}",
+            self.pos
+        ))
+    }
+
+    fn int(&mut self) -> Result<i32, String> {
+        let n = self.long()?;
+        i32::try_from(n).map_err(|_| format!("{n} is out of range for an Avro int"))
+    }
+
+    /// A length: not negative, and no more than the bytes left.
+    fn len(&mut self) -> Result<usize, String> {
+        let n = self.long()?;
+        usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= self.left())
+            .ok_or_else(|| format!("a length of {n} with {} bytes left", self.left()))
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], String> {
+        let n = self.len()?;
+        self.take(n)
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        let b = self.bytes()?;
+        std::str::from_utf8(b)
+            .map(str::to_string)
+            .map_err(|_| "a string that is not UTF-8".to_string())
+    }
+
+    /// The item count of an array or map block (0 ends it); a negative
+    /// count is followed by the block's size in bytes.
+    fn block(&mut self, empty_items: bool) -> Result<usize, String> {
+        let n = self.long()?;
+        let n = if n < 0 {
+            self.long()?;
+            n.checked_neg().ok_or("an item count out of range")?
+        } else {
+            n
+        };
+        let n = n as u64;
+        if empty_items {
+            self.empty_items = self.empty_items.saturating_add(n as usize);
+            if self.empty_items > MAX_EMPTY_ITEMS {
+                return Err(format!(
+                    "more than {MAX_EMPTY_ITEMS} items that take no bytes"
+                ));
+            }
+        } else if n > self.left() as u64 {
+            return Err(format!("{n} items with {} bytes left", self.left()));
+        }
+        Ok(n as usize)
+    }
+
+    fn number(f: f64) -> Value {
+        // JSON has no NaN or infinity: they read as null.
+        serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+    }
+
+    fn value(&mut self, s: &Schema, ns: &Namespace) -> Result<Value, String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!("values nested more than {MAX_DEPTH} deep"));
+        }
+        let v = self.value_in(s, ns);
+        self.depth -= 1;
+        v
+    }
+
+    fn value_in(&mut self, s: &Schema, ns: &Namespace) -> Result<Value, String> {
+        Ok(match s {
+            Schema::Null => Value::Null,
+            Schema::Boolean => match self.take(1)?[0] {
+                0 => Value::Bool(false),
+                1 => Value::Bool(true),
+                b => return Err(format!("a boolean byte {b}, not 0 or 1")),
+            },
+            Schema::Int | Schema::TimeMillis => Value::from(self.int()?),
+            Schema::Long | Schema::TimeMicros => Value::from(self.long()?),
+            Schema::Float => {
+                let b = self.take(4)?;
+                Self::number(f32::from_le_bytes(b.try_into().expect("4")) as f64)
+            }
+            Schema::Double => {
+                let b = self.take(8)?;
+                Self::number(f64::from_le_bytes(b.try_into().expect("8")))
+            }
+            Schema::Bytes => bytes_value(ColumnType::Bytes, self.bytes()?),
+            Schema::String => Value::String(self.string()?),
+            Schema::Uuid => {
+                // As apache-avro reads it: 16 bytes, or the text form.
+                let b = self.bytes()?;
+                match b.len() {
+                    16 => Value::String(uuid_text(b)),
+                    _ => Value::String(
+                        std::str::from_utf8(b)
+                            .map_err(|_| "a uuid that is not UTF-8")?
+                            .to_string(),
+                    ),
+                }
+            }
+            Schema::Fixed(f) => bytes_value(ColumnType::Bytes, self.take(f.size)?),
+            Schema::Enum(e) => {
+                let i = self.long()?;
+                let sym = usize::try_from(i).ok().and_then(|i| e.symbols.get(i));
+                Value::String(
+                    sym.ok_or_else(|| format!("enum index {i} of {} symbols", e.symbols.len()))?
+                        .clone(),
+                )
+            }
+            Schema::Union(u) => {
+                let i = self.long()?;
+                let branch = usize::try_from(i).ok().and_then(|i| u.variants().get(i));
+                let branch =
+                    branch.ok_or_else(|| format!("union branch {i} of {}", u.variants().len()))?;
+                self.value(branch, ns)?
+            }
+            Schema::Array(a) => {
+                let empty = takes_no_bytes(&a.items, self.names, 0);
+                let mut items = Vec::new();
+                loop {
+                    let n = self.block(empty)?;
+                    if n == 0 {
+                        break;
+                    }
+                    for _ in 0..n {
+                        items.push(self.value(&a.items, ns)?);
+                    }
+                }
+                Value::Array(items)
+            }
+            Schema::Map(m) => {
+                let mut items = Map::new();
+                loop {
+                    // A key takes a byte at least.
+                    let n = self.block(false)?;
+                    if n == 0 {
+                        break;
+                    }
+                    for _ in 0..n {
+                        let k = self.string()?;
+                        let v = self.value(&m.types, ns)?;
+                        items.insert(k, v);
+                    }
+                }
+                Value::Object(items)
+            }
+            Schema::Record(r) => {
+                let inner = r.name.fully_qualified_name(ns).namespace;
+                let mut o = Map::new();
+                for f in &r.fields {
+                    let v = self
+                        .value(&f.schema, &inner)
+                        .map_err(|why| format!("{}: {why}", f.name))?;
+                    o.insert(f.name.clone(), v);
+                }
+                Value::Object(o)
+            }
+            Schema::Decimal(d) => {
+                let b = match &*d.inner {
+                    Schema::Fixed(f) => self.take(f.size)?,
+                    _ => self.bytes()?,
+                };
+                Value::String(decimal_text(b, d.scale)?)
+            }
+            Schema::BigDecimal => {
+                // Its bytes hold the unscaled value's bytes, then the scale.
+                let inner = self.bytes()?;
+                let mut d = Decoder {
+                    buf: inner,
+                    pos: 0,
+                    names: self.names,
+                    depth: MAX_DEPTH,
+                    empty_items: 0,
+                };
+                let unscaled = d.bytes()?;
+                let scale = d.long()?;
+                let scale = usize::try_from(scale)
+                    .ok()
+                    .filter(|s| *s <= 76)
+                    .ok_or_else(|| format!("a big-decimal scale of {scale}"))?;
+                Value::String(decimal_text(unscaled, scale)?)
+            }
+            Schema::Date => {
+                let days = i64::from(self.int()?);
+                Value::String(format_timestamp(days * 86_400_000)[..10].to_string())
+            }
+            Schema::TimestampMillis | Schema::LocalTimestampMillis => {
+                Value::String(format_timestamp(self.long()?))
+            }
+            Schema::TimestampMicros | Schema::LocalTimestampMicros => {
+                Value::String(format_timestamp(self.long()?.div_euclid(1000)))
+            }
+            Schema::TimestampNanos | Schema::LocalTimestampNanos => {
+                Value::String(format_timestamp(self.long()?.div_euclid(1_000_000)))
+            }
+            Schema::Duration => {
+                let b = self.take(12)?;
+                let part = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4"));
+                serde_json::json!({"months": part(0), "days": part(4), "millis": part(8)})
+            }
+            Schema::Ref { name } => {
+                let full = name.fully_qualified_name(ns);
+                let names = self.names;
+                let s = names
+                    .get(&full)
+                    .ok_or_else(|| format!("the schema names {full}, which it does not define"))?;
+                self.value(s, &full.namespace)?
+            }
+        })
+    }
+}
+
+/// Whether a value of `s` is written with no bytes (so its count in an
+/// array is not bounded by the datum's length).
+fn takes_no_bytes(s: &Schema, names: &HashMap<Name, Schema>, depth: usize) -> bool {
+    match s {
+        Schema::Null => true,
+        Schema::Fixed(f) => f.size == 0,
+        Schema::Record(r) => r
+            .fields
+            .iter()
+            .all(|f| takes_no_bytes(&f.schema, names, depth + 1)),
+        // A record that holds itself with no union between cannot be
+        // written at all; past a few references it counts as empty, the
+        // bounded choice.
+        Schema::Ref { name } => {
+            depth > 8
+                || names
+                    .get(name)
+                    .is_none_or(|s| takes_no_bytes(s, names, depth + 1))
+        }
+        _ => false,
+    }
+}
+
+fn uuid_text(b: &[u8]) -> String {
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// A decimal's text from its unscaled two's-complement big-endian bytes.
+fn decimal_text(b: &[u8], scale: usize) -> Result<String, String> {
+    if b.len() > 16 {
+        return Err(format!(
+            "a decimal of {} bytes: at most 16 (38 digits) are read",
+            b.len()
+        ));
+    }
+    let mut n: i128 = if b.first().is_some_and(|x| x & 0x80 != 0) {
+        -1
+    } else {
+        0
+    };
+    for x in b {
+        n = (n << 8) | i128::from(*x);
+    }
+    let digits = n.unsigned_abs().to_string();
+    let digits = format!("{digits:0>width$}", width = scale + 1);
+    let (whole, frac) = digits.split_at(digits.len() - scale);
+    let sign = if n < 0 { "-" } else { "" };
+    Ok(if scale == 0 {
+        format!("{sign}{whole}")
+    } else {
+        format!("{sign}{whole}.{frac}")
+    })
+}
+
+// ---- rows ---------------------------------------------------------------
+
+/// The row of a record of an Avro table, `None` for a tombstone (a null or
+/// empty value: no row, and in a keyed table its key is deleted). Each
+/// column takes the record field of its name, fitted to its type as a JSON
+/// table's would be (its DEFAULT, or null, when the writer's record has no
+/// such field); `_key` and `_timestamp` come from the record.
+pub fn record_row(
+    schema: &TableSchema,
+    writers: &WriterSchemas,
+    r: &Incoming,
+) -> Result<Option<Vec<Value>>, String> {
+    let Some(v) = r.value.filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let (id, datum) = unframe(v)?;
+    let writer = writers.get(id)?;
+    let mut fields = writer.decode(datum)?;
+    let mut row = Vec::with_capacity(schema.columns.len());
+    for c in &schema.columns {
+        row.push(match c.name.as_str() {
+            "_key" => r.key.map_or(Value::Null, |k| bytes_value(c.ty, k)),
+            "_timestamp" => Value::String(format_timestamp(r.timestamp_ms)),
+            name => match fields.remove(name) {
+                Some(v) => convert(c, v)?,
+                None => c.default.clone().unwrap_or(Value::Null),
+            },
+        });
+    }
+    Ok(Some(row))
+}
+
+fn unknown(id: u32) -> String {
+    format!("schema id {id} is not registered in the node's schema registry")
+}
+
+/// Checks a record produced into an Avro table: it decodes with its writer
+/// schema, which is a version of the table's subject, its row satisfies
+/// NOT NULL, and a keyed table's record has a key.
+fn check_record(schema: &TableSchema, writers: &WriterSchemas, r: &Incoming) -> Result<(), String> {
+    if schema.is_keyed() && r.key.is_none() {
+        return Err(format!(
+            "a record without a key cannot name its row: the table's key is {:?}",
+            schema.primary_key
+        ));
+    }
+    if let Some(v) = r.value.filter(|v| !v.is_empty()) {
+        let (id, _) = unframe(v)?;
+        let subject = schema.avro_subject().unwrap_or_default();
+        let writer = writers.get(id)?;
+        if !writer.subjects.iter().any(|s| s == subject) {
+            return Err(format!(
+                "schema id {id} is not a version of subject {subject:?} (it is registered under {:?})",
+                writer.subjects
+            ));
+        }
+    }
+    match record_row(schema, writers, r)? {
+        Some(row) => check_not_null(schema, &row),
+        None => Ok(()),
+    }
+}
+
+/// Checks the batches of a produce into an Avro table (on the partition's
+/// owner) before they are appended as produced: any record that fails
+/// refuses the request with INVALID_RECORD saying which and why. The
+/// writer schemas the records name are fetched from the registry first.
+pub async fn check_produced(
+    shard: &Rc<Shard>,
+    topic: &str,
+    schema: &TableSchema,
+    batches: &[(BatchHeader, Bytes)],
+) -> Result<(), KafkaError> {
+    let subject = schema.avro_subject().unwrap_or_default();
+    for (h, b) in batches {
+        let records = batch_records(b, h, super::MAX_DECOMPRESSED).map_err(|e| {
+            KafkaError::new(ErrorCode::CorruptMessage, format!("table {topic}: {e}"))
+        })?;
+        // The ids to ask the registry for: not held, or held without the
+        // table's subject a while ago.
+        let wanted: BTreeSet<u32> = records
+            .iter()
+            .filter_map(|r| r.value.as_deref().and_then(|v| unframe(v).ok()))
+            .map(|(id, _)| id)
+            .filter(|id| match shard.writers.get(*id) {
+                Ok(w) => {
+                    !w.subjects.iter().any(|s| s == subject) && w.asked.elapsed() > REFETCH_AFTER
+                }
+                Err(_) => !shard.writers.holds(*id),
+            })
+            .collect();
+        if !wanted.is_empty() {
+            shard.writers.fetch(shard, wanted).await.map_err(|why| {
+                KafkaError::new(
+                    ErrorCode::UnknownServerError,
+                    format!("table {topic}: asking the schema registry: {why}"),
+                )
+            })?;
+        }
+        for (i, r) in records.iter().enumerate() {
+            let incoming = Incoming {
+                key: r.key.as_deref(),
+                value: r.value.as_deref(),
+                timestamp_ms: r.timestamp,
+            };
+            check_record(schema, &shard.writers, &incoming)
+                .map_err(|why| super::refusal(topic, i, r.value.as_deref(), why))?;
+        }
+    }
+    Ok(())
+}
+
+/// The writer schemas one shard holds, by id.
+#[derive(Default)]
+pub struct WriterSchemas {
+    by_id: RefCell<HashMap<u32, Result<Rc<Writer>, String>>>,
+}
+
+impl WriterSchemas {
+    /// The writer schema `id`, or why records framed with it cannot be read.
+    pub fn get(&self, id: u32) -> Result<Rc<Writer>, String> {
+        self.by_id
+            .borrow()
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| Err(unknown(id)))
+    }
+
+    fn holds(&self, id: u32) -> bool {
+        self.by_id.borrow().contains_key(&id)
+    }
+
+    /// Asks the registry for `ids` and holds those registered, or why one
+    /// cannot be read (not Avro, not a record): an id the registry does
+    /// not know stays unknown and is asked for again next time.
+    pub async fn fetch(&self, shard: &Rc<Shard>, ids: BTreeSet<u32>) -> Result<(), String> {
+        let ids: Vec<i32> = ids
+            .into_iter()
+            .filter_map(|id| i32::try_from(id).ok())
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        // Boxed: the registry reads `_schemas` with the scan that may be
+        // fetching here (a cycle of futures otherwise).
+        let asked: futures::future::LocalBoxFuture<'_, _> =
+            Box::pin(registry::schemas_by_id(shard, ids));
+        for f in asked.await? {
+            let held = Writer::new(&f).map(Rc::new);
+            self.by_id.borrow_mut().insert(f.id as u32, held);
+        }
+        Ok(())
+    }
+
+    /// Fetches the writer schemas of the framed values among `values` not
+    /// held yet (a scan's, before it makes rows).
+    pub async fn fetch_missing<'v>(
+        &self,
+        shard: &Rc<Shard>,
+        values: impl Iterator<Item = Option<&'v [u8]>>,
+    ) -> Result<(), String> {
+        let wanted: BTreeSet<u32> = values
+            .flatten()
+            .filter_map(|v| unframe(v).ok())
+            .map(|(id, _)| id)
+            .filter(|id| !self.holds(*id))
+            .collect();
+        self.fetch(shard, wanted).await
+    }
+}
+
+// ---- columns from a schema ---------------------------------------------
+
+/// The columns of a table made from a subject's record schema: one per
+/// field, typed as its Avro type reads (a `["null", T]` union as T), with
+/// the field's default as the column's DEFAULT where it fits. No column is
+/// NOT NULL: a later version may drop a field (BACKWARD allows it).
+pub fn columns_of(f: &Fetched) -> Result<Vec<Column>, String> {
+    let w = Writer::new(f)?;
+    let record = w.record()?;
+    let mut out = Vec::new();
+    for field in &record.fields {
+        let ty = column_type(&field.schema, &w.names);
+        let mut c = Column {
+            name: field.name.clone(),
+            ty,
+            not_null: false,
+            default: None,
+        };
+        c.default = field
+            .default
+            .clone()
+            .filter(|d| !d.is_null())
+            .and_then(|d| convert(&c, d).ok());
+        out.push(c);
+    }
+    Ok(out)
+}
+
+fn column_type(s: &Schema, names: &HashMap<Name, Schema>) -> ColumnType {
+    match s {
+        Schema::Boolean => ColumnType::Boolean,
+        Schema::Int | Schema::TimeMillis => ColumnType::Int,
+        Schema::Long | Schema::TimeMicros => ColumnType::BigInt,
+        Schema::Float => ColumnType::Real,
+        Schema::Double | Schema::Decimal(_) | Schema::BigDecimal => ColumnType::Double,
+        Schema::String | Schema::Enum(_) | Schema::Uuid => ColumnType::Varchar,
+        Schema::Bytes | Schema::Fixed(_) => ColumnType::Bytes,
+        Schema::Date
+        | Schema::TimestampMillis
+        | Schema::TimestampMicros
+        | Schema::TimestampNanos
+        | Schema::LocalTimestampMillis
+        | Schema::LocalTimestampMicros
+        | Schema::LocalTimestampNanos => ColumnType::Timestamp,
+        Schema::Union(u) => {
+            let non_null: Vec<&Schema> = u
+                .variants()
+                .iter()
+                .filter(|v| !matches!(v, Schema::Null))
+                .collect();
+            match non_null[..] {
+                [one] => column_type(one, names),
+                _ => ColumnType::Json,
+            }
+        }
+        Schema::Ref { name } => match names.get(name) {
+            Some(s @ (Schema::Enum(_) | Schema::Fixed(_))) => column_type(s, names),
+            _ => ColumnType::Json,
+        },
+        Schema::Null | Schema::Array(_) | Schema::Map(_) | Schema::Record(_) | Schema::Duration => {
+            ColumnType::Json
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apache_avro::types::Value as AvroValue;
+
+    const TRADE: &str = r#"{"type":"record","name":"Trade","namespace":"t","fields":[
+        {"name":"id","type":"long"},
+        {"name":"symbol","type":"string"},
+        {"name":"quantity","type":"int"},
+        {"name":"price","type":"double"},
+        {"name":"venue","type":["null","string"],"default":null},
+        {"name":"side","type":{"type":"enum","name":"Side","symbols":["BUY","SELL"]}},
+        {"name":"at","type":{"type":"long","logicalType":"timestamp-millis"}},
+        {"name":"tags","type":{"type":"array","items":"string"}},
+        {"name":"again","type":"Side"}
+    ]}"#;
+
+    fn fetched(text: &str) -> Fetched {
+        Fetched {
+            id: 7,
+            kind: Kind::Avro,
+            text: text.into(),
+            refs: Vec::new(),
+            subjects: vec!["trades-value".into()],
+        }
+    }
+
+    fn trade() -> Vec<u8> {
+        let schema = Schema::parse_str(TRADE).unwrap();
+        let v = AvroValue::Record(vec![
+            ("id".into(), AvroValue::Long(42)),
+            ("symbol".into(), AvroValue::String("ACME".into())),
+            ("quantity".into(), AvroValue::Int(10)),
+            ("price".into(), AvroValue::Double(12.5)),
+            (
+                "venue".into(),
+                AvroValue::Union(1, Box::new(AvroValue::String("X".into()))),
+            ),
+            ("side".into(), AvroValue::Enum(1, "SELL".into())),
+            ("at".into(), AvroValue::TimestampMillis(1_700_000_000_123)),
+            (
+                "tags".into(),
+                AvroValue::Array(vec![AvroValue::String("a".into())]),
+            ),
+            ("again".into(), AvroValue::Enum(0, "BUY".into())),
+        ]);
+        let mut out = vec![0, 0, 0, 0, 7];
+        out.extend(apache_avro::to_avro_datum(&schema, v).unwrap());
+        out
+    }
+
+    #[test]
+    fn a_framed_datum_decodes_to_its_fields() {
+        let w = Writer::new(&fetched(TRADE)).unwrap();
+        let framed = trade();
+        let (id, datum) = unframe(&framed).unwrap();
+        assert_eq!(id, 7);
+        let o = w.decode(datum).unwrap();
+        assert_eq!(o["id"], 42);
+        assert_eq!(o["symbol"], "ACME");
+        assert_eq!(o["price"], 12.5);
+        assert_eq!(o["venue"], "X");
+        assert_eq!(o["side"], "SELL");
+        assert_eq!(o["again"], "BUY");
+        assert_eq!(o["at"], "2023-11-14 22:13:20.123");
+        assert_eq!(o["tags"], serde_json::json!(["a"]));
+        // Every byte is the datum's.
+        let mut longer = datum.to_vec();
+        longer.push(0);
+        assert!(w.decode(&longer).unwrap_err().contains("1 trailing bytes"));
+        // A cut datum says where it ends.
+        let cut = w.decode(&datum[..datum.len() - 3]).unwrap_err();
+        assert!(
+            cut.contains("field tags") && cut.contains("0 bytes left"),
+            "{cut}"
+        );
+    }
+
+    #[test]
+    fn bad_framing_is_named() {
+        assert!(unframe(&[1, 0, 0, 0, 1, 2]).unwrap_err().contains("magic"));
+        assert!(unframe(&[0, 0, 1]).unwrap_err().contains("too short"));
+    }
+
+    #[test]
+    fn hostile_lengths_are_refused_before_anything_is_held() {
+        let s = r#"{"type":"record","name":"R","fields":[
+            {"name":"a","type":{"type":"array","items":"null"}},
+            {"name":"b","type":{"type":"array","items":"long"}}]}"#;
+        let w = Writer::new(&fetched(s)).unwrap();
+        // 2^40 nulls: no bytes each, bounded by count.
+        let mut d = Vec::new();
+        let mut z = (1u64 << 40) << 1;
+        while z >= 0x80 {
+            d.push((z as u8) | 0x80);
+            z >>= 7;
+        }
+        d.push(z as u8);
+        assert!(w.decode(&d).unwrap_err().contains("take no bytes"));
+        // 1,000,000 longs announced in 3 bytes.
+        let d = [0u8, 0x80, 0x89, 0x7a];
+        assert!(w.decode(&d).unwrap_err().contains("items with"));
+        // A string longer than the datum.
+        let s = r#"{"type":"record","name":"R","fields":[{"name":"s","type":"string"}]}"#;
+        let w = Writer::new(&fetched(s)).unwrap();
+        assert!(w
+            .decode(&[0x80, 0x01])
+            .unwrap_err()
+            .contains("length of 64"));
+        // A recursive schema nested past the bound.
+        let s = r#"{"type":"record","name":"L","fields":[{"name":"next","type":["null","L"]}]}"#;
+        let w = Writer::new(&fetched(s)).unwrap();
+        let deep = vec![2u8; 1000];
+        assert!(w.decode(&deep).unwrap_err().contains("nested"));
+    }
+
+    #[test]
+    fn decimals_read_with_their_scale() {
+        assert_eq!(decimal_text(&[0x04, 0xd2], 2).unwrap(), "12.34");
+        assert_eq!(decimal_text(&[0xfb, 0x2e], 2).unwrap(), "-12.34");
+        assert_eq!(decimal_text(&[0x05], 3).unwrap(), "0.005");
+        assert_eq!(decimal_text(&[0x05], 0).unwrap(), "5");
+    }
+
+    #[test]
+    fn columns_follow_the_record() {
+        let cols = columns_of(&fetched(TRADE)).unwrap();
+        let got: Vec<(&str, ColumnType)> = cols.iter().map(|c| (&c.name[..], c.ty)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("id", ColumnType::BigInt),
+                ("symbol", ColumnType::Varchar),
+                ("quantity", ColumnType::Int),
+                ("price", ColumnType::Double),
+                ("venue", ColumnType::Varchar),
+                ("side", ColumnType::Varchar),
+                ("at", ColumnType::Timestamp),
+                ("tags", ColumnType::Json),
+                ("again", ColumnType::Varchar),
+            ]
+        );
+        let not_record = Fetched {
+            text: "\"string\"".into(),
+            ..fetched(TRADE)
+        };
+        assert!(columns_of(&not_record)
+            .unwrap_err()
+            .contains("not an Avro record"));
+    }
+}
