@@ -187,3 +187,54 @@ def test_keyed_avro_table_deletes_by_tombstone_across_restart_and_kill_9(make_no
     # Consumers still read every record as produced (deletes as tombstones).
     got = consume_all(node.bootstrap, "book", 3)
     assert sum(1 for m in got if m.value() is None) == 6
+
+
+# A Debezium change event's schema as its AvroConverter registers it: the
+# row record defined in `before`, named in `after`.
+USERS_ENVELOPE = json.dumps({
+    "type": "record", "name": "Envelope", "namespace": "users_cdc",
+    "fields": [
+        {"name": "before", "type": ["null", {
+            "type": "record", "name": "Value",
+            "fields": [{"name": "id", "type": "int"},
+                       {"name": "name", "type": ["null", "string"], "default": None}]}],
+         "default": None},
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ],
+})
+USERS_KEY = json.dumps({"type": "record", "name": "Key", "namespace": "users_cdc",
+                        "fields": [{"name": "id", "type": "int"}]})
+
+
+def test_debezium_change_events_in_avro_become_the_latest_rows(node):
+    sr = SchemaRegistryClient({"url": node.http})
+    sr.register_schema("users_cdc-value", Schema(USERS_ENVELOPE, "AVRO"))
+    # The row's columns, not the envelope's, come from the subject.
+    rows(node, "CREATE TABLE users_cdc (_key BYTES PRIMARY KEY) "
+               "WITH (format = 'avro', subject = 'users_cdc-value')")
+    assert [r["column"] for r in rows(node, "DESCRIBE users_cdc")] == ["_key", "id", "name"]
+    value = AvroSerializer(sr, USERS_ENVELOPE)
+    key = AvroSerializer(sr, USERS_KEY)
+    ctx_v = SerializationContext("users_cdc", MessageField.VALUE)
+    ctx_k = SerializationContext("users_cdc", MessageField.KEY)
+
+    def event(op, before, after):
+        row = lambda i, n: None if i is None else {"id": i, "name": n}
+        return {"before": row(*before), "after": row(*after), "op": op, "ts_ms": 1}
+
+    p = Producer({"bootstrap.servers": node.bootstrap})
+    errors = []
+    for k, v in [
+        (1, event("r", (None, None), (1, "ann"))),
+        (2, event("c", (None, None), (2, "bob"))),
+        (1, event("u", (1, "ann"), (1, "ann2"))),
+        (2, event("d", (2, "bob"), (None, None))),
+        (2, None),  # the tombstone Debezium sends after a delete
+    ]:
+        p.produce("users_cdc", key=key({"id": k}, ctx_k),
+                  value=None if v is None else value(v, ctx_v),
+                  on_delivery=lambda err, msg: errors.append(err))
+    assert p.flush(15) == 0 and errors == [None] * 5, errors
+    assert rows(node, "SELECT id, name FROM users_cdc") == [{"id": 1, "name": "ann2"}]

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use weir_storage::batch::BatchHeader;
 use weir_storage::records::batch_records;
 
-use super::row::{check_not_null, convert, Incoming};
+use super::row::{check_not_null, convert, debezium, Incoming};
 use super::schema::{bytes_value, format_timestamp, Column, ColumnType, TableSchema};
 use crate::error::{ErrorCode, KafkaError};
 use crate::registry::{self, schema::Kind, Fetched};
@@ -484,7 +484,10 @@ fn decimal_text(b: &[u8], scale: usize) -> Result<String, String> {
 /// empty value: no row, and in a keyed table its key is deleted). Each
 /// column takes the record field of its name, fitted to its type as a JSON
 /// table's would be (its DEFAULT, or null, when the writer's record has no
-/// such field); `_key` and `_timestamp` come from the record.
+/// such field); `_key` and `_timestamp` come from the record. A Debezium
+/// change event (as its AvroConverter writes them) is its `after` row, a
+/// delete is no row (in a keyed table, its key deleted, as the tombstone
+/// that follows it does), as in a JSON table.
 pub fn record_row(
     schema: &TableSchema,
     writers: &WriterSchemas,
@@ -495,7 +498,28 @@ pub fn record_row(
     };
     let (id, datum) = unframe(v)?;
     let writer = writers.get(id)?;
-    let mut fields = writer.decode(datum)?;
+    let decoded = writer.decode(datum)?;
+    let mut fields = match debezium(&decoded) {
+        None => decoded,
+        Some(event) => match (event.op, event.after) {
+            ("c" | "r" | "u", Some(Value::Object(after))) => after.clone(),
+            ("c" | "r" | "u", _) => {
+                return Err(format!(
+                    "a Debezium {:?} event without an after row",
+                    event.op
+                ))
+            }
+            ("d", _) if !schema.is_keyed() => {
+                return Err(
+                    "a Debezium delete needs a table with PRIMARY KEY (_key) to name its row; this table has none"
+                        .into(),
+                )
+            }
+            // A delete, or an event that is no row change (a truncate, a
+            // message).
+            _ => return Ok(None),
+        },
+    };
     let mut row = Vec::with_capacity(schema.columns.len());
     for c in &schema.columns {
         row.push(match c.name.as_str() {
@@ -657,7 +681,7 @@ impl WriterSchemas {
 /// NOT NULL: a later version may drop a field (BACKWARD allows it).
 pub fn columns_of(f: &Fetched) -> Result<Vec<Column>, String> {
     let w = Writer::new(f)?;
-    let record = w.record()?;
+    let record = envelope_row(w.record()?, &w.names).unwrap_or(w.record()?);
     let mut out = Vec::new();
     for field in &record.fields {
         let ty = column_type(&field.schema, &w.names);
@@ -675,6 +699,30 @@ pub fn columns_of(f: &Fetched) -> Result<Vec<Column>, String> {
         out.push(c);
     }
     Ok(out)
+}
+
+/// The row record of a Debezium change event's schema (`before` and
+/// `after`, each `["null", Row]`, beside `op`), whose fields are a table's
+/// columns rather than the envelope's.
+fn envelope_row<'s>(
+    r: &'s RecordSchema,
+    names: &'s HashMap<Name, Schema>,
+) -> Option<&'s RecordSchema> {
+    let field = |n: &str| r.fields.iter().find(|f| f.name == n);
+    field("op")?;
+    ["before", "after"].iter().find_map(|n| {
+        let Schema::Union(u) = &field(n)?.schema else {
+            return None;
+        };
+        u.variants().iter().find_map(|v| match v {
+            Schema::Record(row) => Some(row),
+            Schema::Ref { name } => match names.get(name)? {
+                Schema::Record(row) => Some(row),
+                _ => None,
+            },
+            _ => None,
+        })
+    })
 }
 
 fn column_type(s: &Schema, names: &HashMap<Name, Schema>) -> ColumnType {
@@ -828,6 +876,93 @@ mod tests {
         let w = Writer::new(&fetched(s)).unwrap();
         let deep = vec![2u8; 1000];
         assert!(w.decode(&deep).unwrap_err().contains("nested"));
+    }
+
+    #[test]
+    fn a_debezium_envelope_is_its_after_row() {
+        // As Debezium's AvroConverter writes a change event's schema: the
+        // row record defined in `before`, named in `after`.
+        let envelope = r#"{"type":"record","name":"Envelope","namespace":"pg.public.users","fields":[
+            {"name":"before","type":["null",{"type":"record","name":"Value","fields":[
+                {"name":"id","type":"int"},{"name":"name","type":["null","string"],"default":null}]}],"default":null},
+            {"name":"after","type":["null","Value"],"default":null},
+            {"name":"op","type":"string"},
+            {"name":"ts_ms","type":["null","long"],"default":null}]}"#;
+        let cols = columns_of(&fetched(envelope)).unwrap();
+        let names: Vec<&str> = cols.iter().map(|c| &c.name[..]).collect();
+        assert_eq!(names, ["id", "name"]);
+        let writers = WriterSchemas::default();
+        let w = Writer::new(&fetched(envelope)).unwrap();
+        writers.by_id.borrow_mut().insert(7, Ok(Rc::new(w)));
+        let schema = Schema::parse_str(envelope).unwrap();
+        let event = |op: &str, before: Option<i32>, after: Option<i32>| {
+            let row = |id: i32| {
+                AvroValue::Record(vec![
+                    ("id".into(), AvroValue::Int(id)),
+                    (
+                        "name".into(),
+                        AvroValue::Union(1, Box::new(AvroValue::String(format!("u{id}")))),
+                    ),
+                ])
+            };
+            let side = |v: Option<i32>| match v {
+                Some(id) => AvroValue::Union(1, Box::new(row(id))),
+                None => AvroValue::Union(0, Box::new(AvroValue::Null)),
+            };
+            let v = AvroValue::Record(vec![
+                ("before".into(), side(before)),
+                ("after".into(), side(after)),
+                ("op".into(), AvroValue::String(op.into())),
+                (
+                    "ts_ms".into(),
+                    AvroValue::Union(0, Box::new(AvroValue::Null)),
+                ),
+            ]);
+            let mut out = vec![0, 0, 0, 0, 7];
+            out.extend(apache_avro::to_avro_datum(&schema, v).unwrap());
+            out
+        };
+        let keyed = TableSchema {
+            columns: std::iter::once(Column {
+                name: "_key".into(),
+                ty: ColumnType::Varchar,
+                not_null: false,
+                default: None,
+            })
+            .chain(cols.clone())
+            .collect(),
+            primary_key: vec!["_key".into()],
+            format: super::super::schema::Format::Avro {
+                subject: "trades-value".into(),
+            },
+        };
+        let row_of = |schema: &TableSchema, value: &[u8]| {
+            record_row(
+                schema,
+                &writers,
+                &Incoming {
+                    key: Some(b"k"),
+                    value: Some(value),
+                    timestamp_ms: 0,
+                },
+            )
+        };
+        assert_eq!(
+            row_of(&keyed, &event("u", Some(1), Some(2))).unwrap(),
+            Some(vec![Value::from("k"), Value::from(2), Value::from("u2")])
+        );
+        assert_eq!(row_of(&keyed, &event("d", Some(1), None)).unwrap(), None);
+        let unkeyed = TableSchema {
+            columns: cols,
+            primary_key: vec![],
+            format: keyed.format.clone(),
+        };
+        assert!(row_of(&unkeyed, &event("d", Some(1), None))
+            .unwrap_err()
+            .contains("needs a table with PRIMARY KEY"));
+        assert!(row_of(&unkeyed, &event("c", None, None))
+            .unwrap_err()
+            .contains("without an after row"));
     }
 
     #[test]

@@ -135,13 +135,13 @@ pub fn to_row(schema: &TableSchema, r: &Incoming) -> Result<RowOp, String> {
 
 /// A Debezium change event: its op and rows, with or without Kafka
 /// Connect's schema/payload envelope.
-struct Event<'a> {
-    op: &'a str,
-    before: Option<&'a Value>,
-    after: Option<&'a Value>,
+pub(super) struct Event<'a> {
+    pub op: &'a str,
+    pub before: Option<&'a Value>,
+    pub after: Option<&'a Value>,
 }
 
-fn debezium(obj: &serde_json::Map<String, Value>) -> Option<Event<'_>> {
+pub(super) fn debezium(obj: &serde_json::Map<String, Value>) -> Option<Event<'_>> {
     let body = match obj.get("payload") {
         Some(Value::Object(p)) if p.contains_key("op") => p,
         _ => obj,
