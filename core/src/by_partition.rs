@@ -37,6 +37,17 @@ pub struct PartitionWork<A> {
     pub arg: A,
 }
 
+impl<A> PartitionWork<A> {
+    /// The same work with its argument made another.
+    pub fn map<B>(self, f: impl FnOnce(A) -> B) -> PartitionWork<B> {
+        PartitionWork {
+            at: self.at,
+            tp: self.tp,
+            arg: f(self.arg),
+        }
+    }
+}
+
 /// One topic's answers: each partition with its result, in request order.
 pub type PartitionAnswers<R> = Vec<(i32, Result<R, KafkaError>)>;
 

@@ -86,7 +86,10 @@ impl Partition {
 
     /// Validates, appends and (unless `acks == 0`) waits until the batches
     /// are durable. `max_message_bytes` bounds each batch; a `compacted`
-    /// topic refuses records without a key, as Kafka does.
+    /// topic refuses records without a key, as Kafka does. `appended` is
+    /// told once the batches have their offsets (before they are durable),
+    /// or dropped when they are refused.
+    #[allow(clippy::too_many_arguments)]
     pub async fn produce(
         self: &Rc<Self>,
         records: Bytes,
@@ -95,6 +98,7 @@ impl Partition {
         schema: Option<&TableSchema>,
         compacted: bool,
         cache: &RefCell<TailCache>,
+        appended: Option<oneshot::Sender<()>>,
     ) -> ProduceResult {
         let mut batches = split_produced(&records)?;
         for (h, _) in &batches {
@@ -176,7 +180,7 @@ impl Partition {
             }
             batches = rows;
         }
-        self.append(&batches, acks, cache).await
+        self.append(&batches, acks, cache, appended).await
     }
 
     /// A compacted topic keeps the latest record per key, so a record
@@ -211,6 +215,7 @@ impl Partition {
         batches: &[(BatchHeader, Bytes)],
         acks: i16,
         cache: &RefCell<TailCache>,
+        appended_tell: Option<oneshot::Sender<()>>,
     ) -> ProduceResult {
         let (appended, stored) = match self.log.append(batches, now_ms()).await {
             Ok(r) => r,
@@ -238,6 +243,9 @@ impl Partition {
                 );
             }
         }
+        if let Some(tell) = appended_tell {
+            let _ = tell.send(());
+        }
         if acks == 0 {
             self.log.flush_soon();
         } else {
@@ -264,7 +272,7 @@ impl Partition {
             now_ms(),
         );
         let header = BatchHeader::parse(&batch).expect("a marker batch");
-        self.append(&[(header, batch)], -1, cache).await
+        self.append(&[(header, batch)], -1, cache, None).await
     }
 
     /// Reads from `offset`: from the tail cache when it reaches back that

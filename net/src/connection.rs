@@ -3,9 +3,10 @@
 //! The reader decodes frames and starts a task per request at once, so a
 //! client may pipeline (librdkafka keeps five produce requests in flight);
 //! the writer awaits those tasks in arrival order, so answers go out in
-//! order. A connection's produces take turns (each appended before the
-//! next starts, as Kafka handles them) so its records land in the order
-//! sent; its fetches take turns too. How bytes move (plain or TLS) is
+//! order. A connection's produces take turns (each has its offsets before
+//! the next starts, as Kafka handles them in order) so its records land in
+//! the order sent, and the next may share the last one's flush; its
+//! fetches take turns too. How bytes move (plain or TLS) is
 //! `transport`'s.
 
 use std::rc::Rc;
@@ -157,8 +158,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
     // connection's requests: two pipelined produces run concurrently could
     // append out of order (a typed table's conversion, a hop to another
     // shard), and a compacted topic would then keep an older value as the
-    // latest. Answers still go out in order; other requests (fetches,
-    // metadata) still run beside a produce.
+    // latest. The turn passes on once a produce's records have their
+    // offsets, not once they are durable, so the next one appends behind
+    // them and shares their flush. Answers still go out in order; other
+    // requests (fetches, metadata) still run beside a produce.
     let produce_turns = Rc::new(Semaphore::new(1));
     let max = shard.config.max_request_bytes;
     loop {
@@ -279,6 +282,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
         let caller = Caller {
             principal: sign_in.principal.clone(),
             host: client_host.clone(),
+            produce_turn: std::cell::Cell::new(produce_turn),
         };
         let task = glommio::spawn_local(async move {
             // The frame's request memory is given back once it is answered.
@@ -300,8 +304,9 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
                     req.client_host = Some(client_host);
                     let (key, version, cid) = (req.api_key, req.version, req.header.correlation_id);
                     let reply = handlers::handle(&s, *req, &caller).await;
-                    // Appended (or refused): the connection's next produce may go.
-                    drop(produce_turn);
+                    // Answered: the connection's next produce may go, if
+                    // the produce handler did not let it go already.
+                    drop(caller.produce_turn.take());
                     let reply = reply?;
                     handlers::response_errors::record(&s, key, &reply.body);
                     let encoded =

@@ -238,3 +238,29 @@ def test_debezium_change_events_in_avro_become_the_latest_rows(node):
                   on_delivery=lambda err, msg: errors.append(err))
     assert p.flush(15) == 0 and errors == [None] * 5, errors
     assert rows(node, "SELECT id, name FROM users_cdc") == [{"id": 1, "name": "ann2"}]
+
+
+def test_a_connections_pipelined_produces_append_in_the_order_sent(node):
+    """The first of a producer's pipelined requests names a schema id the
+    partition's core has not fetched yet (a hop to the registry before it
+    can be checked), the ones after it an id already held: they still land
+    behind it, in the order sent."""
+    sr = SchemaRegistryClient({"url": node.http})
+    sr.register_schema("seqtab-value", Schema(TRADE, "AVRO"))
+    sr.register_schema("seqtab-value", Schema(TRADE_V2, "AVRO"))
+    rows(node, "CREATE TABLE seqtab (id BIGINT) WITH (format = 'avro', subject = 'seqtab-value')")
+    # The partition's core holds the second version's schema, not the first's.
+    produce_trades(node, "seqtab", [dict(trade(0), venue="X")], schema=TRADE_V2)
+    _, v1 = serializer(node, TRADE)
+    _, v2 = serializer(node, TRADE_V2)
+    ctx = SerializationContext("seqtab", MessageField.VALUE)
+    values = [v1(trade(1), ctx)] + [v2(dict(trade(i), venue="X"), ctx) for i in range(2, 60)]
+    p = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0, "batch.num.messages": 1,
+                  "max.in.flight.requests.per.connection": 5})
+    errors = []
+    for v in values:
+        p.produce("seqtab", value=v, on_delivery=lambda err, msg: errors.append(err))
+    assert p.flush(15) == 0 and errors == [None] * len(values), errors
+    got = consume_all(node.bootstrap, "seqtab", 1, expected=60)
+    de = AvroDeserializer(sr)
+    assert [de(m.value(), ctx)["id"] for m in got] == list(range(60))

@@ -152,8 +152,46 @@ impl Shard {
         work: Vec<PartitionWork<Bytes>>,
         acks: i16,
     ) -> Vec<(usize, ProduceResult)> {
+        self.produce_then(work, acks, None).await
+    }
+
+    /// `produce`, calling `appended` once every partition's batches have
+    /// their offsets (or were refused), before they are durable: a
+    /// connection's next produce may then append behind them (its order is
+    /// kept) and share their flush rather than wait for it.
+    pub async fn produce_then(
+        self: &Rc<Self>,
+        work: Vec<PartitionWork<Bytes>>,
+        acks: i16,
+        appended: Option<Box<dyn FnOnce()>>,
+    ) -> Vec<(usize, ProduceResult)> {
+        let Some(appended) = appended else {
+            let work = work.into_iter().map(|w| w.map(|b| (b, None))).collect();
+            return self.produce_told(work, acks).await;
+        };
+        let (work, told): (Vec<_>, Vec<_>) = work
+            .into_iter()
+            .map(|w| {
+                let (tell, told) = oneshot::channel();
+                (w.map(|b| (b, Some(tell))), told)
+            })
+            .unzip();
+        // A sender dropped unsent (a refusal, a lost hop) counts as told.
+        let all_told = async move {
+            join_all(told).await;
+            appended();
+        };
+        let (out, ()) = futures::join!(self.produce_told(work, acks), all_told);
+        out
+    }
+
+    async fn produce_told(
+        self: &Rc<Self>,
+        work: Vec<PartitionWork<(Bytes, Option<oneshot::Sender<()>>)>>,
+        acks: i16,
+    ) -> Vec<(usize, ProduceResult)> {
         let out = self
-            .on_partitions(work, move |s, p, records: Bytes| async move {
+            .on_partitions(work, move |s, p, (records, tell): (Bytes, _)| async move {
                 let stats = &s.stats;
                 stats
                     .partition_appends
@@ -171,7 +209,7 @@ impl Shard {
                     let batches = weir_storage::batch::split_produced(&records)?;
                     crate::table::avro::check_produced(&s, &p.topic, avro, &batches).await?;
                 }
-                p.produce(records, acks, max, schema, compacted, &s.cache)
+                p.produce(records, acks, max, schema, compacted, &s.cache, tell)
                     .await
             })
             .await;

@@ -204,6 +204,10 @@ pub struct Caller {
     pub principal: Rc<weir_core::auth::Principal>,
     /// As Kafka shows it (`/127.0.0.1`).
     pub host: Rc<str>,
+    /// The connection's produce turn, held by a produce request until its
+    /// records are appended (`produce::handle` gives it back then, before
+    /// they are durable; the connection, when the request is answered).
+    pub produce_turn: std::cell::Cell<Option<glommio::sync::StaticPermit>>,
 }
 
 impl Caller {

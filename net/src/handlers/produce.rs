@@ -76,7 +76,11 @@ pub async fn handle(
             by.partition(p.index, arg);
         }
     }
-    let results = shard.produce(by.work(), acks).await;
+    // The connection's next produce may append once these records have
+    // their offsets: its order is kept, and it shares their flush.
+    let turn = caller.produce_turn.take();
+    let appended = turn.map(|t| Box::new(move || drop(t)) as Box<dyn FnOnce()>);
+    let results = shard.produce_then(by.work(), acks, appended).await;
     let answers = by.answers(results);
     for ((name, id), parts) in &answers {
         for (partition, r) in parts {
