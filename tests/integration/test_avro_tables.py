@@ -67,6 +67,9 @@ def test_seed_003_trades_become_rows_and_stay_framed_for_consumers(node):
     described = rows(node, "DESCRIBE trades")
     assert [(r["column"], r["type"]) for r in described] == [
         ("id", "BIGINT"), ("symbol", "VARCHAR"), ("quantity", "INT"), ("price", "DOUBLE")]
+    assert [t for t in rows(node, "SHOW TABLES") if t["name"] == "trades"] == [
+        {"name": "trades", "kind": "table", "partitions": 2, "format": "avro",
+         "subject": "trades-value"}]
     trades = [trade(i, "ACME" if i % 2 else "WEIR") for i in range(40)]
     produce_trades(node, "trades", trades)
     # SQL reads rows.

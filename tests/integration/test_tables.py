@@ -504,9 +504,9 @@ def test_sql_surface(node):
         assert status == 400 and why in body["error"], (bad, body)
     # Several statements: the last one's rows.
     assert rows(node, "CREATE TABLE a (x INT); CREATE TABLE b (y INT); SHOW TABLES") == [
-        {"name": "a", "kind": "table", "partitions": 1},
-        {"name": "b", "kind": "table", "partitions": 1},
-        {"name": "t", "kind": "keyed", "partitions": 1},
+        {"name": "a", "kind": "table", "partitions": 1, "format": "json", "subject": None},
+        {"name": "b", "kind": "table", "partitions": 1, "format": "json", "subject": None},
+        {"name": "t", "kind": "keyed", "partitions": 1, "format": "json", "subject": None},
     ]
     assert rows(node, "DROP TABLE a; DROP TABLE IF EXISTS a; DROP TABLE IF EXISTS b") == []
     status, body = sql(node, "DROP TABLE a")

@@ -177,7 +177,13 @@ async fn statement(
         Statement::ShowTables { .. } => {
             let catalog = shard.catalog();
             Ok(QueryResult {
-                columns: vec!["name".into(), "kind".into(), "partitions".into()],
+                columns: vec![
+                    "name".into(),
+                    "kind".into(),
+                    "partitions".into(),
+                    "format".into(),
+                    "subject".into(),
+                ],
                 rows: catalog
                     .topics
                     .values()
@@ -188,10 +194,21 @@ async fn statement(
                             Some(s) if s.is_keyed() => "keyed",
                             Some(_) => "table",
                         };
+                        // What its record values are: bytes kept as produced,
+                        // JSON rows, or Avro of a registry subject.
+                        let (format, subject) = match &t.schema {
+                            Some(s) if s.avro_subject().is_some() => {
+                                ("avro", Value::from(s.avro_subject()))
+                            }
+                            Some(s) if !s.keeps_records() => ("json", Value::Null),
+                            _ => ("bytes", Value::Null),
+                        };
                         vec![
                             Value::from(t.name.clone()),
                             Value::from(kind),
                             Value::from(t.partitions()),
+                            Value::from(format),
+                            subject,
                         ]
                     })
                     .collect(),
