@@ -205,9 +205,16 @@ impl Shard {
                 let schema = topic.and_then(|t| t.schema.as_ref());
                 let compacted = topic.is_some_and(|t| t.config.cleanup_policy.compacts());
                 if let Some(avro) = schema.filter(|t| t.avro_subject().is_some()) {
-                    // Checked here, where the writer schemas can be fetched.
+                    // Checked here, where the writer schemas can be fetched
+                    // (a batch past max.message.bytes is not decoded: the
+                    // partition refuses it as too large).
                     let batches = weir_storage::batch::split_produced(&records)?;
-                    crate::table::avro::check_produced(&s, &p.topic, avro, &batches).await?;
+                    if batches
+                        .iter()
+                        .all(|(h, _)| h.total_len() <= max.max(0) as usize)
+                    {
+                        crate::table::avro::check_produced(&s, &p.topic, avro, &batches).await?;
+                    }
                 }
                 p.produce(records, acks, max, schema, compacted, &s.cache, tell)
                     .await

@@ -388,7 +388,8 @@ impl<'a> Decoder<'a> {
             }
             Schema::Date => {
                 let days = i64::from(self.int()?);
-                Value::String(format_timestamp(days * 86_400_000)[..10].to_string())
+                let text = format_timestamp(days * 86_400_000);
+                Value::String(text.split(' ').next().unwrap_or_default().to_string())
             }
             Schema::TimestampMillis | Schema::LocalTimestampMillis => {
                 Value::String(format_timestamp(self.long()?))
@@ -453,6 +454,11 @@ fn uuid_text(b: &[u8]) -> String {
 
 /// A decimal's text from its unscaled two's-complement big-endian bytes.
 fn decimal_text(b: &[u8], scale: usize) -> Result<String, String> {
+    // A schema may say any scale; past 76 digits it says nothing an i128
+    // can hold, and its text would be as long as the scale.
+    if scale > 76 {
+        return Err(format!("a decimal scale of {scale}: at most 76 is read"));
+    }
     if b.len() > 16 {
         return Err(format!(
             "a decimal of {} bytes: at most 16 (38 digits) are read",
@@ -971,6 +977,7 @@ mod tests {
         assert_eq!(decimal_text(&[0xfb, 0x2e], 2).unwrap(), "-12.34");
         assert_eq!(decimal_text(&[0x05], 3).unwrap(), "0.005");
         assert_eq!(decimal_text(&[0x05], 0).unwrap(), "5");
+        assert!(decimal_text(&[0x05], 1_000_000_000).is_err());
     }
 
     #[test]
