@@ -141,9 +141,28 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, tls: Option<TlsAcceptor>
                         "{writer_peer}: closing: an answer of {bytes} bytes was not taken within {} ms (--socket-timeout-ms); the client reads nothing",
                         timeout.as_millis()
                     );
-                    // Wakes the reader too, which may be waiting for bytes.
-                    // SAFETY: shutdown on the connection's own descriptor.
-                    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+                    // An abortive close: what the client never took goes
+                    // with the socket (an RST when it closes) rather than
+                    // staying in the kernel, which would probe the shut
+                    // window for minutes to deliver it.
+                    let linger = libc::linger {
+                        l_onoff: 1,
+                        l_linger: 0,
+                    };
+                    // SAFETY: setsockopt and shutdown on the connection's
+                    // own descriptor, with a linger value that outlives the
+                    // call. The shutdown wakes the reader too, which may be
+                    // waiting for bytes.
+                    unsafe {
+                        libc::setsockopt(
+                            fd,
+                            libc::SOL_SOCKET,
+                            libc::SO_LINGER,
+                            (&linger as *const libc::linger).cast(),
+                            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                        );
+                        libc::shutdown(fd, libc::SHUT_RDWR);
+                    }
                     return;
                 }
             }

@@ -97,6 +97,13 @@ def node_side_closed(client_port):
     return not out or out[0] != "ESTAB"
 
 
+def node_side_gone(client_port):
+    """Whether the node holds no socket to `client_port` at all."""
+    import subprocess
+    return not subprocess.run(["ss", "-tnH", "state", "all", f"( dport = :{client_port} )"],
+                              capture_output=True, text=True).stdout.strip()
+
+
 def socket_state(sock):
     """`ss`'s line for the connection, for a failure's message."""
     import subprocess
@@ -142,6 +149,28 @@ def test_a_client_that_reads_no_answers_holds_one_fetch_and_is_disconnected(make
     assert closed_by_node(stalled), socket_state(stalled)
     assert wait_until(lambda: held(node, "answers") == 0)
     assert_within_limits(node)
+
+
+def test_a_client_that_reads_nothing_is_closed_abortively(make_node):
+    """The node gives up on a client that takes none of its answer, and
+    its socket goes at once, with the answer still in its send buffer: an
+    RST rather than a FIN queued behind unsent bytes, which the kernel
+    would keep probing a shut window for minutes to deliver."""
+    node = make_node(extra=LIMITS)
+    create_topic(node.bootstrap, "deep")
+    fill(node.bootstrap, "deep", 60, 100_000)
+    stalled = rawkafka.connect(node.bootstrap)
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    # Two requests, both read by the node (none left unread in its socket,
+    # which would make any close an RST), and none of their answers taken.
+    for cid in range(2):
+        stalled.sendall(rawkafka.request(1, 4, rawkafka.fetch_v4("deep", 0, 0, 4 * MiB),
+                                         correlation_id=cid))
+    assert node.await_log("was not taken within 2000 ms", timeout=30), "".join(node.log[-20:])
+    port = stalled.getsockname()[1]
+    assert wait_until(lambda: node_side_gone(port), timeout=10), socket_state(stalled)
+    # The client, reading at last, finds the connection reset.
+    assert closed_by_node(stalled), socket_state(stalled)
 
 
 def test_requests_sent_a_byte_at_a_time_are_refused_and_small_ones_pass(make_node):
