@@ -102,9 +102,15 @@ def test_seed_003_trades_become_rows_and_stay_framed_for_consumers(node):
     # An unkeyed table passes tombstones over.
     produce_trades(node, "venues", [None])
     assert rows(node, "SELECT count(*) AS n FROM venues") == [{"n": 2}]
-    # Rows are made as records are read: INSERT is refused, saying why.
-    status, body = sql(node, "INSERT INTO trades VALUES (1, 'X', 1, 1.0)")
-    assert status == 400 and "Avro table" in body["error"], body
+    # INSERT writes each row as a datum of the subject's latest schema,
+    # which consumers decode as any producer's record.
+    rows(node, "INSERT INTO trades VALUES (500, 'SQL', 5, 1.5)")
+    assert rows(node, "SELECT * FROM trades WHERE id = 500") == [
+        {"id": 500, "symbol": "SQL", "quantity": 5, "price": 1.5}]
+    last = [m for m in consume_all(node.bootstrap, "trades", 2) if m.value()[5:] and
+            de(m.value(), SerializationContext("trades", MessageField.VALUE))["id"] == 500]
+    assert de(last[0].value(), SerializationContext("trades", MessageField.VALUE)) == {
+        "id": 500, "symbol": "SQL", "quantity": 5, "price": 1.5, "venue": None}
 
 
 def test_a_table_needs_its_subject_or_its_columns(node):
@@ -121,6 +127,12 @@ def test_a_table_needs_its_subject_or_its_columns(node):
     rows(node, "CREATE TABLE orders (id BIGINT, symbol VARCHAR) WITH (format = 'avro')")
     produce_trades(node, "orders", [trade(5)])
     assert rows(node, "SELECT * FROM orders") == [{"id": 5, "symbol": "ACME"}]
+    # An INSERT names what the subject's latest schema lacks a value for.
+    status, body = sql(node, "INSERT INTO orders VALUES (6, 'X')")
+    assert status == 400 and "field quantity: null (no value and no default)" in body["error"], body
+    status, body = sql(node, "CREATE TABLE blank (id BIGINT) WITH (format = 'avro')")
+    status, body = sql(node, "INSERT INTO blank VALUES (1)")
+    assert status == 400 and "blank-value, which has no schema" in body["error"], body
 
 
 def test_bad_records_are_refused_and_nothing_of_their_batch_is_written(node):
@@ -158,7 +170,8 @@ def test_bad_records_are_refused_and_nothing_of_their_batch_is_written(node):
 
 def test_keyed_avro_table_deletes_by_tombstone_across_restart_and_kill_9(make_node):
     node = make_node()
-    rows(node, "CREATE TABLE book (_key VARCHAR PRIMARY KEY, id BIGINT, symbol VARCHAR, price DOUBLE) "
+    rows(node, "CREATE TABLE book (_key VARCHAR PRIMARY KEY, id BIGINT, symbol VARCHAR, quantity INT, "
+               "price DOUBLE) "
                "WITH (format = 'avro', subject = 'book-value', partitions = 3)")
     keys = [f"k{i}".encode() for i in range(30)]
     produce_trades(node, "book", [trade(i) for i in range(30)], keys=keys)
@@ -169,7 +182,8 @@ def test_keyed_avro_table_deletes_by_tombstone_across_restart_and_kill_9(make_no
     errors = delivery_errors(node.bootstrap, "book", [(None, serializer(node)[1](
         trade(1), SerializationContext("book", MessageField.VALUE)))])
     assert errors[0] is not None and errors[0].code() == 87, errors
-    # And SQL names rows by their key.
+    # And SQL names rows by their key, writing and deleting.
+    rows(node, "INSERT INTO book (_key, id, symbol, quantity, price) VALUES ('k30', 30, 'SQL', 3, 1.0)")
     rows(node, "DELETE FROM book WHERE _key = 'k29'")
 
     def expected():
@@ -177,8 +191,9 @@ def test_keyed_avro_table_deletes_by_tombstone_across_restart_and_kill_9(make_no
         for i in range(29):
             if 10 <= i < 15:
                 continue
-            out[f"k{i}"] = {"_key": f"k{i}", "id": i, "symbol": "ACME",
+            out[f"k{i}"] = {"_key": f"k{i}", "id": i, "symbol": "ACME", "quantity": 10 + i,
                             "price": 99.0 if i < 10 else 12.5 + i}
+        out["k30"] = {"_key": "k30", "id": 30, "symbol": "SQL", "quantity": 3, "price": 1.0}
         return sorted(out.values(), key=lambda r: r["id"])
 
     assert rows(node, "SELECT * FROM book ORDER BY id") == expected()
@@ -188,7 +203,7 @@ def test_keyed_avro_table_deletes_by_tombstone_across_restart_and_kill_9(make_no
     node.start()
     assert rows(node, "SELECT * FROM book ORDER BY id") == expected()
     # Consumers still read every record as produced (deletes as tombstones).
-    got = consume_all(node.bootstrap, "book", 3)
+    got = consume_all(node.bootstrap, "book", 3, expected=30 + 10 + 5 + 1 + 1)
     assert sum(1 for m in got if m.value() is None) == 6
 
 

@@ -28,6 +28,7 @@ use crate::by_partition::{PartitionWork, TopicPartition};
 use crate::catalog::TopicMeta;
 use crate::partitioner::partition_for_key;
 use crate::shard::Shard;
+use crate::table::avro;
 use crate::table::keyed::rank;
 use crate::table::row::{check_record, convert, object_bytes, to_row, Incoming};
 use crate::table::scan::partition_copies;
@@ -61,12 +62,11 @@ pub(super) async fn insert(
     let meta = catalog
         .topic(&table)
         .ok_or_else(|| format!("no table {table}"))?;
-    if let Some(subject) = meta.schema.as_ref().and_then(|s| s.avro_subject()) {
-        return Err(format!(
-            "{table} is an Avro table: its records are produced framed with a schema id of subject {subject} (as the registry's Avro serializers write them), not inserted"
-        )
-        .into());
-    }
+    // An Avro table's rows are written with its subject's latest schema.
+    let writer = match meta.schema.as_ref().and_then(|s| s.avro_subject()) {
+        Some(subject) => Some(avro_writer(shard, &table, subject).await?),
+        None => None,
+    };
     let columns: Vec<String> = if ins.columns.is_empty() {
         crate::table::scan::columns(meta)
     } else {
@@ -97,10 +97,11 @@ pub(super) async fn insert(
                 return Err(format!("column {c} is named twice").into());
             }
         }
-        let record = match &meta.schema {
-            None => raw_record(row, now),
-            Some(s) if s.keeps_records() => value_record(s, row, now),
-            Some(s) => json_record(s, row, now),
+        let record = match (&meta.schema, &writer) {
+            (Some(s), Some(w)) => avro_record(s, w, row, now),
+            (None, _) => raw_record(row, now),
+            (Some(s), _) if s.keeps_records() => value_record(s, row, now),
+            (Some(s), _) => json_record(s, row, now),
         }
         .map_err(|why| format!("row {}: {why}", i + 1))?;
         records.push(record);
@@ -409,6 +410,56 @@ fn raw_record(mut row: Map<String, Value>, now: i64) -> SqlResult<Record> {
         ));
     }
     Ok(record)
+}
+
+/// The latest schema of an Avro table's subject, to write its rows with.
+async fn avro_writer(shard: &Rc<Shard>, table: &str, subject: &str) -> SqlResult<avro::Writer> {
+    let latest = crate::registry::latest(shard, subject.to_string())
+        .await
+        .map_err(|why| format!("asking the schema registry for {subject}: {why}"))?
+        .ok_or_else(|| {
+            format!(
+                "{table} is an Avro table of subject {subject}, which has no schema in the registry to write its rows with"
+            )
+        })?;
+    avro::Writer::new(&latest).map_err(|why| format!("subject {subject}'s latest schema: {why}"))
+}
+
+/// A record of an Avro table: its value the row (but `_key` and
+/// `_timestamp`, the record's) as a datum of the subject's latest schema,
+/// framed with its id; the produce path checks it as any producer's.
+fn avro_record(
+    schema: &TableSchema,
+    writer: &avro::Writer,
+    mut row: Map<String, Value>,
+    now: i64,
+) -> SqlResult<Record> {
+    if let Some(c) = row.keys().find(|c| schema.column(c).is_none()) {
+        return Err(format!("unknown column {c}"));
+    }
+    let ty = |name: &str| schema.column(name).map_or(ColumnType::Varchar, |c| c.ty);
+    let timestamp = timestamp(row.remove("_timestamp"), now)?;
+    let key = record_bytes(
+        ty("_key"),
+        row.remove("_key").as_ref().unwrap_or(&Value::Null),
+    )?;
+    if let Some(c) = row
+        .iter()
+        .find(|(c, v)| !v.is_null() && !writer.has_field(c))
+        .map(|(c, _)| c)
+    {
+        return Err(format!(
+            "column {c} is not a field of schema id {} (the subject's latest), so its value cannot be written",
+            writer.id
+        ));
+    }
+    Ok(Record {
+        partition: None,
+        timestamp,
+        key,
+        value: Some(avro::encode_row(writer, &row)?),
+        headers: Vec::new(),
+    })
 }
 
 /// A record of a `_value` table: `_key`, `_value`, `_timestamp` (the other
