@@ -132,7 +132,7 @@ def test_a_table_needs_its_subject_or_its_columns(node):
     assert status == 400 and "field quantity: null (no value and no default)" in body["error"], body
     status, body = sql(node, "CREATE TABLE blank (id BIGINT) WITH (format = 'avro')")
     status, body = sql(node, "INSERT INTO blank VALUES (1)")
-    assert status == 400 and "blank-value, which has no schema" in body["error"], body
+    assert status == 400 and "subject blank-value has no schema in the registry" in body["error"], body
 
 
 def test_bad_records_are_refused_and_nothing_of_their_batch_is_written(node):

@@ -460,14 +460,9 @@ async fn avro_columns(
     if columns.iter().any(|c| !c.name.starts_with('_')) {
         return Ok(());
     }
-    let latest = crate::registry::latest(shard, subject.to_string())
+    let latest = crate::table::avro::latest(shard, subject)
         .await
-        .map_err(|why| format!("asking the schema registry for {subject}: {why}"))?
-        .ok_or_else(|| {
-            format!(
-                "subject {subject} has no schema in the registry: register one first, or declare the table's columns"
-            )
-        })?;
+        .map_err(|why| format!("{why}: register one first, or declare the table's columns"))?;
     for c in crate::table::avro::columns_of(&latest)
         .map_err(|why| format!("subject {subject}'s latest schema: {why}"))?
     {

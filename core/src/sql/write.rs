@@ -64,7 +64,9 @@ pub(super) async fn insert(
         .ok_or_else(|| format!("no table {table}"))?;
     // An Avro table's rows are written with its subject's latest schema.
     let writer = match meta.schema.as_ref().and_then(|s| s.avro_subject()) {
-        Some(subject) => Some(avro_writer(shard, &table, subject).await?),
+        Some(subject) => Some(avro::latest(shard, subject).await.map_err(|why| {
+            format!("{table} is an Avro table, written with its subject's latest schema: {why}")
+        })?),
         None => None,
     };
     let columns: Vec<String> = if ins.columns.is_empty() {
@@ -410,19 +412,6 @@ fn raw_record(mut row: Map<String, Value>, now: i64) -> SqlResult<Record> {
         ));
     }
     Ok(record)
-}
-
-/// The latest schema of an Avro table's subject, to write its rows with.
-async fn avro_writer(shard: &Rc<Shard>, table: &str, subject: &str) -> SqlResult<avro::Writer> {
-    let latest = crate::registry::latest(shard, subject.to_string())
-        .await
-        .map_err(|why| format!("asking the schema registry for {subject}: {why}"))?
-        .ok_or_else(|| {
-            format!(
-                "{table} is an Avro table of subject {subject}, which has no schema in the registry to write its rows with"
-            )
-        })?;
-    avro::Writer::new(&latest).map_err(|why| format!("subject {subject}'s latest schema: {why}"))
 }
 
 /// A record of an Avro table: its value the row (but `_key` and

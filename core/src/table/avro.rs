@@ -626,6 +626,16 @@ pub async fn check_produced(
     Ok(())
 }
 
+/// The latest version of `subject`'s schema (to make a table's columns
+/// from, or to write rows with), asked of the registry.
+pub async fn latest(shard: &Rc<Shard>, subject: &str) -> Result<Writer, String> {
+    let f = registry::latest(shard, subject.to_string())
+        .await
+        .map_err(|why| format!("asking the schema registry for {subject}: {why}"))?
+        .ok_or_else(|| format!("subject {subject} has no schema in the registry"))?;
+    Writer::new(&f).map_err(|why| format!("subject {subject}'s latest schema: {why}"))
+}
+
 /// The writer schemas one shard holds, by id.
 #[derive(Default)]
 pub struct WriterSchemas {
@@ -964,8 +974,7 @@ fn decimal_unscaled(v: &Value, scale: usize) -> Option<i128> {
 /// field, typed as its Avro type reads (a `["null", T]` union as T), with
 /// the field's default as the column's DEFAULT where it fits. No column is
 /// NOT NULL: a later version may drop a field (BACKWARD allows it).
-pub fn columns_of(f: &Fetched) -> Result<Vec<Column>, String> {
-    let w = Writer::new(f)?;
+pub fn columns_of(w: &Writer) -> Result<Vec<Column>, String> {
     let record = envelope_row(w.record()?, &w.names).unwrap_or(w.record()?);
     let mut out = Vec::new();
     for field in &record.fields {
@@ -1173,7 +1182,7 @@ mod tests {
             {"name":"after","type":["null","Value"],"default":null},
             {"name":"op","type":"string"},
             {"name":"ts_ms","type":["null","long"],"default":null}]}"#;
-        let cols = columns_of(&fetched(envelope)).unwrap();
+        let cols = columns_of(&Writer::new(&fetched(envelope)).unwrap()).unwrap();
         let names: Vec<&str> = cols.iter().map(|c| &c.name[..]).collect();
         assert_eq!(names, ["id", "name"]);
         let writers = WriterSchemas::default();
@@ -1308,7 +1317,7 @@ mod tests {
 
     #[test]
     fn columns_follow_the_record() {
-        let cols = columns_of(&fetched(TRADE)).unwrap();
+        let cols = columns_of(&Writer::new(&fetched(TRADE)).unwrap()).unwrap();
         let got: Vec<(&str, ColumnType)> = cols.iter().map(|c| (&c.name[..], c.ty)).collect();
         assert_eq!(
             got,
@@ -1328,7 +1337,8 @@ mod tests {
             text: "\"string\"".into(),
             ..fetched(TRADE)
         };
-        assert!(columns_of(&not_record)
+        assert!(Writer::new(&not_record)
+            .and_then(|w| columns_of(&w))
             .unwrap_err()
             .contains("not an Avro record"));
     }
