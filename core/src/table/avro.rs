@@ -11,6 +11,8 @@
 //! bytes left and the nesting bounded, so a hostile datum cannot make the
 //! node allocate more than it sent (apache-avro's reader reserves an
 //! array's announced count of items up front) or recurse off its stack.
+//! An INSERT's rows are written the same way round (`encode_row`), with
+//! the subject's latest schema.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -67,6 +69,9 @@ pub struct Writer {
     schema: Schema,
     /// Its named types by full name (what a `Ref` names).
     names: HashMap<Name, Schema>,
+    /// The namespace its record's fields are read in (kept, not cloned
+    /// for each datum).
+    namespace: Namespace,
     /// The subjects a live version of it was registered under, when asked.
     subjects: Vec<String>,
     asked: Instant,
@@ -91,14 +96,15 @@ impl Writer {
             .iter()
             .map(|(n, s)| (n.clone(), (*s).clone()))
             .collect();
-        let w = Writer {
+        let mut w = Writer {
             id: f.id as u32,
             schema,
             names,
+            namespace: None,
             subjects: f.subjects.clone(),
             asked: Instant::now(),
         };
-        w.record()?;
+        w.namespace = w.record()?.name.namespace.clone();
         Ok(w)
     }
 
@@ -134,11 +140,11 @@ impl Writer {
             depth: 0,
             empty_items: 0,
         };
-        let ns = record.name.namespace.clone();
+        let ns = &self.namespace;
         let mut out = Map::new();
         for f in &record.fields {
             let v = d
-                .value(&f.schema, &ns)
+                .value(&f.schema, ns)
                 .map_err(|why| format!("field {}: {why}", f.name))?;
             out.insert(f.name.clone(), v);
         }
@@ -509,7 +515,16 @@ pub fn record_row(
         return Ok(None);
     };
     let (id, datum) = unframe(v)?;
-    let writer = writers.get(id)?;
+    row_of(schema, &*writers.get(id)?, datum, r)
+}
+
+/// The row of `datum` (the value of `r`) written with `writer`.
+fn row_of(
+    schema: &TableSchema,
+    writer: &Writer,
+    datum: &[u8],
+    r: &Incoming,
+) -> Result<Option<Vec<Value>>, String> {
     let decoded = writer.decode(datum)?;
     let mut fields = match debezium(&decoded) {
         None => decoded,
@@ -560,18 +575,19 @@ fn check_record(schema: &TableSchema, writers: &WriterSchemas, r: &Incoming) -> 
             schema.primary_key
         ));
     }
-    if let Some(v) = r.value.filter(|v| !v.is_empty()) {
-        let (id, _) = unframe(v)?;
-        let subject = schema.avro_subject().unwrap_or_default();
-        let writer = writers.get(id)?;
-        if !writer.subjects.iter().any(|s| s == subject) {
-            return Err(format!(
-                "schema id {id} is not a version of subject {subject:?} (it is registered under {:?})",
-                writer.subjects
-            ));
-        }
+    let Some(v) = r.value.filter(|v| !v.is_empty()) else {
+        return Ok(()); // a tombstone
+    };
+    let (id, datum) = unframe(v)?;
+    let subject = schema.avro_subject().unwrap_or_default();
+    let writer = writers.get(id)?;
+    if !writer.subjects.iter().any(|s| s == subject) {
+        return Err(format!(
+            "schema id {id} is not a version of subject {subject:?} (it is registered under {:?})",
+            writer.subjects
+        ));
     }
-    match record_row(schema, writers, r)? {
+    match row_of(schema, &writer, datum, r)? {
         Some(row) => check_not_null(schema, &row),
         None => Ok(()),
     }
@@ -704,13 +720,13 @@ pub fn encode_row(writer: &Writer, row: &Map<String, Value>) -> Result<Vec<u8>, 
     let record = writer.record()?;
     let mut out = vec![MAGIC];
     out.extend(writer.id.to_be_bytes());
-    let ns = record.name.namespace.clone();
+    let ns = &writer.namespace;
     let mut e = Encoder {
         out,
         names: &writer.names,
         depth: 0,
     };
-    e.fields(record, row, &ns)?;
+    e.fields(record, row, ns)?;
     Ok(e.out)
 }
 
@@ -914,7 +930,9 @@ impl Encoder<'_> {
                 match &*d.inner {
                     Schema::Fixed(f) => {
                         let len = 16 - at;
-                        if len > f.size {
+                        // A schema may declare any size: a value is 16
+                        // bytes at most, padded to no more than 64.
+                        if len > f.size || f.size > 64 {
                             return Err(format!("{}: too wide for {} bytes", wrong(), f.size));
                         }
                         let pad = if unscaled < 0 { 0xff } else { 0 };
@@ -943,6 +961,9 @@ impl Encoder<'_> {
 /// A number (or its text) as a decimal's unscaled value at `scale`, when
 /// it has no more digits past the point than that.
 fn decimal_unscaled(v: &Value, scale: usize) -> Option<i128> {
+    if scale > 76 {
+        return None;
+    }
     let text = match v {
         Value::Number(n) => n.to_string(),
         Value::String(t) => t.trim().to_string(),
@@ -1295,6 +1316,7 @@ mod tests {
         assert_eq!(decimal_unscaled(&Value::from("-12.3"), 2), Some(-1230));
         assert_eq!(decimal_unscaled(&Value::from(5), 3), Some(5000));
         assert_eq!(decimal_unscaled(&Value::from("1.234"), 2), None);
+        assert_eq!(decimal_unscaled(&Value::from("1"), 1_000_000_000), None);
         let s = r#"{"type":"record","name":"D","fields":[
             {"name":"d","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},
             {"name":"f","type":{"type":"fixed","name":"F","size":4,"logicalType":"decimal","precision":9,"scale":2}}]}"#;
