@@ -21,6 +21,21 @@ def post(node, path):
         return json.loads(r.read())
 
 
+def wait_for_end(node, topic, partition, end, timeout=30):
+    """Whether the partition's log end reaches `end` within `timeout` s."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "watermarks"})
+    try:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1] >= end:
+                return True
+            time.sleep(0.05)
+        return False
+    finally:
+        c.close()
+
+
 def ordered(p):
     return p["p50"] <= p["p90"] <= p["p99"] <= p["p999"] <= p["max"]
 
@@ -69,6 +84,9 @@ def test_produce_and_flush_times_are_counted_merged_and_reset(node):
     for i in range(10):
         p0.produce("timed", value=b"fire-and-forget", partition=0)
         p0.flush(10)
+    # The client is done once they are sent; the node, once partition 0
+    # holds them (20 acknowledged records and these 10).
+    assert wait_for_end(node, "timed", 0, 30), "the acks=0 records were not all appended"
     assert get(node, "/stats/latency")["produce"]["count"] == 40
 
     # A reset empties the histograms of every shard, and only them.
