@@ -15,27 +15,19 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from conftest import consume_all
 from test_tables import delivery_errors, end_offset, rows, sql
 
-# Seed 003's trade schema.
-TRADE = json.dumps({
-    "type": "record", "name": "Trade", "namespace": "market",
-    "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "symbol", "type": "string"},
-        {"name": "quantity", "type": "int"},
-        {"name": "price", "type": "double"},
-    ],
-})
-# A compatible evolution: a field with a default.
-TRADE_V2 = json.dumps({
-    "type": "record", "name": "Trade", "namespace": "market",
-    "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "symbol", "type": "string"},
-        {"name": "quantity", "type": "int"},
-        {"name": "price", "type": "double"},
-        {"name": "venue", "type": ["null", "string"], "default": None},
-    ],
-})
+# Seed 003's trade schema, and a compatible evolution of it: a field with a
+# default.
+TRADE_FIELDS = [
+    {"name": "id", "type": "long"},
+    {"name": "symbol", "type": "string"},
+    {"name": "quantity", "type": "int"},
+    {"name": "price", "type": "double"},
+]
+TRADE = json.dumps({"type": "record", "name": "Trade", "namespace": "market",
+                    "fields": TRADE_FIELDS})
+TRADE_V2 = json.dumps({"type": "record", "name": "Trade", "namespace": "market",
+                       "fields": TRADE_FIELDS + [
+                           {"name": "venue", "type": ["null", "string"], "default": None}]})
 
 
 def serializer(node, schema=TRADE, subject_auto=True):
