@@ -10,11 +10,101 @@
 //! keeps freed memory for reuse: its resident size stays at its high-water
 //! mark, which the tail cache, the request limits and the SQL scan limit
 //! bound. `--release-freed-memory-ms` restores purging after a delay.
+//!
+//! `WEIR_ALLOCATOR=system` in the environment makes the process use the C
+//! library's malloc instead, decided at its first allocation: glibc checks
+//! its heap as it frees (a double free aborts at once, naming itself),
+//! where mimalloc carries on with the corruption. The crash loop runs so
+//! (`tests/integration/test_crash_loop.py`); so can an operator chasing a
+//! fault, or valgrind.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::os::raw::{c_int, c_long};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use mimalloc::MiMalloc;
 
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: Allocator = Allocator;
+
+/// mimalloc, or the system's allocator when `WEIR_ALLOCATOR=system`.
+struct Allocator;
+
+const UNDECIDED: u8 = 0;
+const MIMALLOC: u8 = 1;
+const SYSTEM: u8 = 2;
+static CHOICE: AtomicU8 = AtomicU8::new(UNDECIDED);
+
+/// Whether the system's allocator serves this process.
+fn system() -> bool {
+    match CHOICE.load(Ordering::Relaxed) {
+        MIMALLOC => false,
+        SYSTEM => true,
+        _ => decide(),
+    }
+}
+
+/// Reads `WEIR_ALLOCATOR` once, at the first allocation (before `main`,
+/// on the main thread: every later allocation, and so every free, sees
+/// the same choice).
+#[cold]
+fn decide() -> bool {
+    // SAFETY: getenv reads the environment the C library set up before
+    // any Rust code ran, and allocates nothing; the name is NUL-terminated.
+    let value = unsafe { libc::getenv(c"WEIR_ALLOCATOR".as_ptr()) };
+    // SAFETY: a non-null getenv result is a NUL-terminated string.
+    let system = !value.is_null() && unsafe { std::ffi::CStr::from_ptr(value) } == c"system";
+    CHOICE.store(if system { SYSTEM } else { MIMALLOC }, Ordering::Relaxed);
+    system
+}
+
+// SAFETY: each call goes whole to one allocator, the same one for the
+// process's life, so a block is always freed by the allocator that made it.
+unsafe impl GlobalAlloc for Allocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            if system() {
+                System.alloc(layout)
+            } else {
+                MiMalloc.alloc(layout)
+            }
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as above.
+        unsafe {
+            if system() {
+                System.alloc_zeroed(layout)
+            } else {
+                MiMalloc.alloc_zeroed(layout)
+            }
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above; `ptr` came from the same allocator.
+        unsafe {
+            if system() {
+                System.dealloc(ptr, layout)
+            } else {
+                MiMalloc.dealloc(ptr, layout)
+            }
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as above.
+        unsafe {
+            if system() {
+                System.realloc(ptr, layout, new_size)
+            } else {
+                MiMalloc.realloc(ptr, layout, new_size)
+            }
+        }
+    }
+}
 
 // mimalloc's option calls; the library is linked in by the `mimalloc`
 // crate, whose sys crate does not name the purge option.
@@ -32,6 +122,9 @@ const DEFAULT_PURGE_DELAY_MS: c_long = 1000;
 /// (`None`: never). An explicit `MIMALLOC_PURGE_DELAY` in the environment
 /// wins. Returns what was done, for the log.
 pub fn release_freed_memory_after(delay_ms: Option<u64>) -> String {
+    if system() {
+        return "the system's allocator serves this process (WEIR_ALLOCATOR=system); it returns freed memory as it decides".into();
+    }
     if let Ok(v) = std::env::var("MIMALLOC_PURGE_DELAY") {
         return format!("freed memory: MIMALLOC_PURGE_DELAY={v} from the environment");
     }

@@ -3,6 +3,7 @@
 
 mod allocator;
 mod config_file;
+mod panics;
 mod sql_client;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -419,6 +420,7 @@ fn init_logging(json: bool) {
 }
 
 fn main() {
+    panics::abort_on_panic();
     // A config file's settings become the defaults of their WEIR_*
     // variables before the flags are parsed (flag > environment > file).
     let argv: Vec<String> = std::env::args().collect();

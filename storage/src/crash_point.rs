@@ -17,6 +17,13 @@
 //! - `compaction-replaced`: the replaced segments are removed; the cleaned
 //!   segment does not have its name yet.
 //!
+//! `WEIR_PANIC_AT=<name>:<topic>` makes the node *panic* (as a bug would)
+//! where it reaches the point of that name for that topic, on whichever
+//! shard that is; a test checks that the panic ends the whole process.
+//! The panic points:
+//! - `fetch`: the owner shard is about to read a partition of the topic
+//!   for a fetch.
+//!
 //! The storage crate's own unit tests set a point per thread
 //! (`stop_here_in_tests`) and `reached` answers true there instead, so the
 //! caller returns as if the process had stopped.
@@ -48,4 +55,16 @@ pub fn reached(name: &str) -> bool {
         std::process::abort();
     }
     false
+}
+
+/// Panics if `WEIR_PANIC_AT` is `{name}:{topic}`. Unset, a point costs
+/// one comparison.
+pub fn panic_point(name: &str, topic: &str) {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    let Some(at) = AT.get_or_init(|| std::env::var("WEIR_PANIC_AT").ok()) else {
+        return;
+    };
+    if at.split_once(':') == Some((name, topic)) {
+        panic!("panic point {name}:{topic} reached (WEIR_PANIC_AT)");
+    }
 }

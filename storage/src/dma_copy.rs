@@ -39,9 +39,15 @@ pub fn gather<'a>(pieces: impl IntoIterator<Item = &'a [u8]> + Clone) -> Bytes {
     let mut out = BytesMut::with_capacity(total);
     for piece in pieces {
         let at = out.len();
-        // SAFETY: the capacity is the pieces' total, so `piece.len()` bytes
-        // from `at` are allocated; they are initialised by the copy before
-        // `set_len` makes them part of `out`.
+        // A `Clone` iterator may yield other pieces the second time: the
+        // capacity was counted from the first pass, so check each piece.
+        assert!(
+            piece.len() <= out.capacity() - at,
+            "gather: a piece past the total its first pass counted"
+        );
+        // SAFETY: checked just above: `piece.len()` bytes from `at` are
+        // allocated; they are initialised by the copy before `set_len`
+        // makes them part of `out`.
         unsafe {
             copy_raw(out.as_mut_ptr().add(at), piece);
             out.set_len(at + piece.len());

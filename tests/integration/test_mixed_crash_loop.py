@@ -350,7 +350,7 @@ def test_mixed_crash_loop_keeps_every_acknowledged_write(tmp_path):
                 node.spawn()
             began = time.monotonic()
             wait_until_answering(node, began)
-            checker.read_new()
+            checker.read_all()
             checker.check(acked, consumed)
             checker.check_commits(commits)
             checker.check_commits(commits2, group="second")

@@ -51,6 +51,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
     let config = Arc::new(config);
     let stopping = Arc::new(AtomicBool::new(false));
     let all_ready = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mesh = MeshBuilder::<ShardJob, _>::full(config.shards, config.mesh_capacity);
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -61,11 +62,12 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
     let watchdog = crate::watchdog::spawn(hearts.clone(), stopping.clone())?;
     let mut handles = Vec::new();
     for id in 0..config.shards {
-        let (config, catalog, stopping, all_ready, mesh, serve, ready, hearts) = (
+        let (config, catalog, stopping, all_ready, stopped, mesh, serve, ready, hearts) = (
             config.clone(),
             catalog.clone(),
             stopping.clone(),
             all_ready.clone(),
+            stopped.clone(),
             mesh.clone(),
             serve.clone(),
             ready_tx.clone(),
@@ -248,6 +250,17 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     t.cancel().await;
                 }
                 log::info!("shard {id} stopped");
+                // Keep this executor until every shard has stopped. Reads
+                // of cancelled tasks (a SQL scan's, a read-ahead) may still
+                // be in the kernel: their buffers live while the executor
+                // does, and once it is dropped the kernel may still write
+                // into memory the allocator hands to another thread. After
+                // every shard's last write, nothing such a read lands on
+                // is written anywhere.
+                stopped.fetch_add(1, Ordering::AcqRel);
+                while stopped.load(Ordering::Acquire) < config.shards {
+                    glommio::timer::sleep(Duration::from_millis(1)).await;
+                }
             })
             .map_err(|e| {
                 format!("cannot start shard {id} (is `ulimit -l` at least 512 KiB?): {e}")

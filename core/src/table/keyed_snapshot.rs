@@ -422,10 +422,18 @@ pub async fn write<'a>(
     let path = Snapshot::path(dir, span.upto);
     let tmp = path.with_extension("rkyv.tmp");
     let ctx = |e: std::io::Error| format!("writing {}: {e}", tmp.display());
+    // A fresh inode every time: a write of an earlier, cancelled attempt
+    // at the same name may still be in the kernel's hands (io_uring cannot
+    // recall a buffered write already running), and it must land in that
+    // unlinked file, never in this one once it is renamed and mapped.
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(ctx(e)),
+    }
     let file = glommio::io::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .buffered_open(&tmp)
         .await
         .map_err(|e| ctx(e.into()))?;
