@@ -9,7 +9,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use weir_core::Chunks;
 
-use crate::handlers::supported_versions;
+use crate::apis::supported_versions;
 
 /// A decoded request.
 #[derive(Debug)]
@@ -18,9 +18,6 @@ pub struct Request {
     pub version: i16,
     pub header: RequestHeader,
     pub body: RequestKind,
-    /// The client's address as Kafka shows it (`/127.0.0.1`), set by the
-    /// connection; group members are described with it.
-    pub client_host: Option<std::rc::Rc<str>>,
 }
 
 /// What a frame turned out to be.
@@ -68,7 +65,6 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, String> {
         version,
         header,
         body,
-        client_host: None,
     })))
 }
 

@@ -7,6 +7,7 @@
 //! - [`sasl`]: its sign-in; [`tls`]: the TLS configuration and handshake.
 //! - [`server`]: the per-shard listeners (Kafka and HTTP).
 
+pub mod apis;
 pub mod codec;
 pub mod connection;
 pub mod handlers;

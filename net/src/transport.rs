@@ -316,6 +316,30 @@ impl Outbound {
     }
 }
 
+/// Closes the connection on `fd` abortively: what the client never took
+/// goes with the socket (an RST when it closes) rather than staying in the
+/// kernel, which would probe the shut window for minutes to deliver it.
+/// The shutdown wakes the reader too, which may be waiting for bytes.
+pub fn abort(fd: std::os::fd::RawFd) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt and shutdown on the connection's own descriptor
+    // (still open: the connection's stream owns it until both directions
+    // end), with a linger value that outlives the call.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+        libc::shutdown(fd, libc::SHUT_RDWR);
+    }
+}
+
 /// Read buffer per connection.
 pub const READ_BUFFER_BYTES: usize = 64 << 10;
 

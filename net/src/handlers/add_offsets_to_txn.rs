@@ -2,24 +2,20 @@
 //! transaction (TxnOffsetCommit then sends them to the group's
 //! coordinator). Needs WRITE on the transactional id and READ on the group.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::txn::state::API_ADD_OFFSETS_TO_TXN;
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
-use super::Caller;
+use super::RequestContext;
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 4;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: AddOffsetsToTxnRequest,
-    version: i16,
-    caller: &Caller,
-) -> AddOffsetsToTxnResponse {
+pub async fn handle(cx: &RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let id = req.transactional_id.0.to_string();
     let group = req.group_id.0.to_string();
     let code = if !caller.may(shard, Operation::Write, ResourceType::TransactionalId, &id) {

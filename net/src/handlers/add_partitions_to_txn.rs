@@ -16,17 +16,18 @@ use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
 use weir_core::txn::state::API_ADD_PARTITIONS_TO_TXN;
 use weir_core::{ErrorCode, Shard};
 
-use super::Caller;
+use super::{Caller, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
 pub async fn handle(
-    shard: &Rc<Shard>,
+    cx: &RequestContext,
     req: AddPartitionsToTxnRequest,
-    version: i16,
-    caller: &Caller,
 ) -> AddPartitionsToTxnResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     if version <= 3 {
         let results = one(
             shard,

@@ -4,7 +4,6 @@
 //! SCRAM only. Durable before the answer. Needs ALTER on the cluster.
 
 use std::collections::{BTreeMap, HashMap};
-use std::rc::Rc;
 
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::{
@@ -13,9 +12,9 @@ use kafka_protocol::messages::{
 use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
 use weir_core::auth::users::{ScramHash, ScramVerifier, User};
 use weir_core::auth::Role;
-use weir_core::{ErrorCode, KafkaError, Shard};
+use weir_core::{ErrorCode, KafkaError};
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 0;
@@ -32,11 +31,11 @@ struct Changes {
 }
 
 pub async fn handle(
-    shard: &Rc<Shard>,
+    cx: &RequestContext,
     req: AlterUserScramCredentialsRequest,
-    _version: i16,
-    caller: &Caller,
 ) -> AlterUserScramCredentialsResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let names: Vec<String> = req
         .deletions
         .iter()

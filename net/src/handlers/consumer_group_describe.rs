@@ -4,7 +4,6 @@
 //! as Kafka answers (the admin client then asks DescribeGroups).
 
 use std::collections::BTreeSet;
-use std::rc::Rc;
 
 use futures::future::join_all;
 use kafka_protocol::messages::consumer_group_describe_response::{
@@ -16,9 +15,9 @@ use kafka_protocol::messages::{
 use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::catalog::Catalog;
 use weir_core::groups::consumer::Tp;
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 1;
@@ -26,10 +25,11 @@ pub const MAX: i16 = 1;
 use super::describe_groups::GROUP_OPERATIONS;
 
 pub async fn handle(
-    shard: &Rc<Shard>,
+    cx: &RequestContext,
     req: ConsumerGroupDescribeRequest,
-    caller: &Caller,
 ) -> ConsumerGroupDescribeResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let include_ops = req.include_authorized_operations;
     let asks = req.group_ids.into_iter().map(|id| {
         let g = id.0.to_string();

@@ -7,25 +7,25 @@
 //! names; an invalid one is INVALID_REGULAR_EXPRESSION).
 
 use std::collections::BTreeSet;
-use std::rc::Rc;
 
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::groups::consumer::Heartbeat;
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 1;
 
 pub async fn handle(
-    shard: &Rc<Shard>,
+    cx: &RequestContext,
     req: ConsumerGroupHeartbeatRequest,
-    client_id: String,
-    caller: &Caller,
 ) -> ConsumerGroupHeartbeatResponse {
+    let shard = &cx.shard;
+    let client_id = cx.client_id.clone();
+    let caller = &cx.caller;
     let refuse = |code: ErrorCode, message: String| {
         ConsumerGroupHeartbeatResponse::default()
             .with_error_code(code.code())

@@ -1,14 +1,12 @@
 //! CreateAcls (key 30): adds ACLs, durably (the catalog), before the
 //! answer. Needs ALTER on the cluster.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 use weir_core::auth::acl::{Acl, Operation, PatternType, Permission, ResourceType, CLUSTER};
-use weir_core::{ErrorCode, KafkaError, Shard};
+use weir_core::{ErrorCode, KafkaError};
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 3;
@@ -51,12 +49,9 @@ fn acl(c: &kafka_protocol::messages::create_acls_request::AclCreation) -> Result
     })
 }
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: CreateAclsRequest,
-    _version: i16,
-    caller: &Caller,
-) -> CreateAclsResponse {
+pub async fn handle(cx: &RequestContext, req: CreateAclsRequest) -> CreateAclsResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let n = req.creations.len();
     if !caller.may(shard, Operation::Alter, ResourceType::Cluster, CLUSTER) {
         let why = format!("{} may not create ACLs", caller.principal);

@@ -1,24 +1,18 @@
 //! CreatePartitions (key 37): grow a topic's partition count.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
-use weir_core::Shard;
 
 use weir_core::auth::acl::{Operation, ResourceType};
 
-use super::{denied_topic, error_parts, only_allowed, Caller};
+use super::{denied_topic, error_parts, only_allowed, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 3;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: CreatePartitionsRequest,
-    _version: i16,
-    caller: &Caller,
-) -> CreatePartitionsResponse {
+pub async fn handle(cx: &RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let names: Vec<_> = req.topics.iter().map(|t| t.name.clone()).collect();
     let items = req
         .topics

@@ -1,26 +1,21 @@
 //! CreateTopics (key 19): partitions, configs, validate-only.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use weir_core::catalog::CONFIG_NAMES;
 use weir_core::shard::NewTopic;
-use weir_core::Shard;
 
-use super::{denied_topic, error_parts, only_allowed, str, Caller};
+use super::{denied_topic, error_parts, only_allowed, str, RequestContext};
 
 pub const MIN: i16 = 2;
 pub const MAX: i16 = 7;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: CreateTopicsRequest,
-    version: i16,
-    caller: &Caller,
-) -> CreateTopicsResponse {
+pub async fn handle(cx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let names: Vec<_> = req.topics.iter().map(|t| t.name.clone()).collect();
     let new = req
         .topics

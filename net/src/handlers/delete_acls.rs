@@ -1,26 +1,21 @@
 //! DeleteAcls (key 31): removes the ACLs each filter selects, durably,
 //! and answers what each removed. Needs ALTER on the cluster.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::delete_acls_response::{
     DeleteAclsFilterResult, DeleteAclsMatchingAcl,
 };
 use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 use weir_core::auth::acl::{Acl, AclFilter, Operation, ResourceType, CLUSTER};
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 3;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: DeleteAclsRequest,
-    _version: i16,
-    caller: &Caller,
-) -> DeleteAclsResponse {
+pub async fn handle(cx: &RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let refuse = |code: ErrorCode, why: &str| {
         DeleteAclsFilterResult::default()
             .with_error_code(code.code())

@@ -1,25 +1,20 @@
 //! DeleteRecords (key 21): move partitions' log start offsets forward.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use weir_core::auth::acl::{Operation, ResourceType};
-use weir_core::{ByPartition, Shard};
+use weir_core::ByPartition;
 
-use super::{denied_topic, Caller};
+use super::{denied_topic, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 2;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: DeleteRecordsRequest,
-    _version: i16,
-    caller: &Caller,
-) -> DeleteRecordsResponse {
+pub async fn handle(cx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let mut by = ByPartition::new();
     for t in req.topics {
         let name = t.name.0.to_string();

@@ -1,24 +1,20 @@
 //! DeleteTopics (key 20): by name (v1–5) or by name or id (v6).
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
 use weir_core::auth::acl::{Operation, ResourceType};
 
-use super::{denied_topic, error_parts, only_allowed, str, Caller};
+use super::{denied_topic, error_parts, only_allowed, str, RequestContext};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 6;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: DeleteTopicsRequest,
-    version: i16,
-    caller: &Caller,
-) -> DeleteTopicsResponse {
+pub async fn handle(cx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let catalog = shard.catalog();
     // (name if known, id as asked)
     let asked: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {

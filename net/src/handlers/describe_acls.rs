@@ -2,24 +2,20 @@
 //! (SQL grants among them). Needs DESCRIBE on the cluster.
 
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 use weir_core::auth::acl::{AclFilter, Operation, ResourceType, CLUSTER};
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 3;
 
-pub fn handle(
-    shard: &Rc<Shard>,
-    req: DescribeAclsRequest,
-    _version: i16,
-    caller: &Caller,
-) -> DescribeAclsResponse {
+pub async fn handle(cx: &RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     if !caller.may(shard, Operation::Describe, ResourceType::Cluster, CLUSTER) {
         return DescribeAclsResponse::default()
             .with_error_code(ErrorCode::ClusterAuthorizationFailed.code())

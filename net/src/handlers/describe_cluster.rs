@@ -2,22 +2,16 @@
 //! each shard with `--shard-ports`). v2 (KIP-1073) may ask for fenced
 //! brokers too: none is ever fenced.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
-use weir_core::Shard;
 
-use super::str;
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 2;
 
-pub fn handle(
-    shard: &Rc<Shard>,
-    _req: DescribeClusterRequest,
-    _version: i16,
-) -> DescribeClusterResponse {
+pub async fn handle(cx: &RequestContext, _req: DescribeClusterRequest) -> DescribeClusterResponse {
+    let shard = &cx.shard;
     let cfg = &shard.config;
     DescribeClusterResponse::default()
         .with_cluster_id(str(&shard.catalog().cluster_id))

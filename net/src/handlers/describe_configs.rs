@@ -1,18 +1,16 @@
 //! DescribeConfigs (key 32): a topic's real config values; a broker's
 //! (none settable yet) as an empty list.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use weir_core::catalog::{TopicConfig, CONFIG_NAMES};
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
 use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 4;
@@ -29,12 +27,9 @@ const TYPE_LONG: i8 = 5;
 const TYPE_DOUBLE: i8 = 6;
 const TYPE_LIST: i8 = 7;
 
-pub fn handle(
-    shard: &Rc<Shard>,
-    req: DescribeConfigsRequest,
-    _version: i16,
-    caller: &Caller,
-) -> DescribeConfigsResponse {
+pub async fn handle(cx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let catalog = shard.catalog();
     let defaults = TopicConfig::default();
     let results = req

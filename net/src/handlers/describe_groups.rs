@@ -2,15 +2,13 @@
 //! group the node does not know is "Dead", and from v6 (KIP-1043) also
 //! GROUP_ID_NOT_FOUND with a message, as Kafka answers.
 
-use std::rc::Rc;
-
 use futures::future::join_all;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use weir_core::auth::acl::{Operation, ResourceType};
-use weir_core::{ErrorCode, KafkaError, Shard};
+use weir_core::{ErrorCode, KafkaError};
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 6;
@@ -19,12 +17,10 @@ pub const MAX: i16 = 6;
 /// every client may do on an unsecured node.
 pub(crate) const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: DescribeGroupsRequest,
-    version: i16,
-    caller: &Caller,
-) -> DescribeGroupsResponse {
+pub async fn handle(cx: &RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let include_ops = req.include_authorized_operations;
     let asks = req.groups.into_iter().map(|id| {
         let g = id.0.to_string();

@@ -5,26 +5,23 @@
 //! moving between directories. Needs DESCRIBE on the cluster, as Kafka.
 
 use std::collections::HashSet;
-use std::rc::Rc;
 
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
 use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 4;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: DescribeLogDirsRequest,
-    version: i16,
-    caller: &Caller,
-) -> DescribeLogDirsResponse {
+pub async fn handle(cx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     if !caller.may(shard, Operation::Describe, ResourceType::Cluster, CLUSTER) {
         // v3+ says why at the top; earlier versions by an empty answer.
         return DescribeLogDirsResponse::default()

@@ -2,16 +2,14 @@
 //! their epoch, last sequence and time, and where their open transaction
 //! began (-1 if none). Needs READ on the topic.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 use weir_core::auth::acl::{Operation, ResourceType};
-use weir_core::{ByPartition, Shard};
+use weir_core::ByPartition;
 
-use super::{denied_topic, error_parts, Caller};
+use super::{denied_topic, error_parts, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 0;
@@ -20,11 +18,11 @@ pub const MAX: i16 = 0;
 type Remembered = (i64, i16, i32, i64, Option<i64>);
 
 pub async fn handle(
-    shard: &Rc<Shard>,
+    cx: &RequestContext,
     req: DescribeProducersRequest,
-    _version: i16,
-    caller: &Caller,
 ) -> DescribeProducersResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let mut by = ByPartition::new();
     for t in req.topics {
         let name = t.name.0.to_string();

@@ -2,27 +2,25 @@
 //! timeout, start and partitions, from the shard coordinating it. Needs
 //! DESCRIBE on the id.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use kafka_protocol::messages::{
     DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName,
 };
 use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::txn::state::TxnState;
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 0;
 
 pub async fn handle(
-    shard: &Rc<Shard>,
+    cx: &RequestContext,
     req: DescribeTransactionsRequest,
-    _version: i16,
-    caller: &Caller,
 ) -> DescribeTransactionsResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let mut states = Vec::with_capacity(req.transactional_ids.len());
     for id in req.transactional_ids {
         let name = id.0.to_string();

@@ -1,8 +1,6 @@
 //! DescribeUserScramCredentials (key 50): each user's SCRAM mechanisms and
 //! iteration counts (never the verifiers). Needs DESCRIBE on the cluster.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
     CredentialInfo, DescribeUserScramCredentialsResult,
 };
@@ -11,9 +9,9 @@ use kafka_protocol::messages::{
 };
 use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
 use weir_core::auth::users::{ScramHash, User};
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 0;
@@ -31,12 +29,12 @@ fn infos(u: &User) -> Vec<CredentialInfo> {
         .collect()
 }
 
-pub fn handle(
-    shard: &Rc<Shard>,
+pub async fn handle(
+    cx: &RequestContext,
     req: DescribeUserScramCredentialsRequest,
-    _version: i16,
-    caller: &Caller,
 ) -> DescribeUserScramCredentialsResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     if !caller.may(shard, Operation::Describe, ResourceType::Cluster, CLUSTER) {
         return DescribeUserScramCredentialsResponse::default()
             .with_error_code(ErrorCode::ClusterAuthorizationFailed.code())

@@ -2,24 +2,20 @@
 //! once every partition's marker is durable and the transaction's offsets
 //! are settled. A retry of an ended transaction is answered as it ended.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::txn::state::API_END_TXN;
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
-use super::Caller;
+use super::RequestContext;
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: EndTxnRequest,
-    version: i16,
-    caller: &Caller,
-) -> EndTxnResponse {
+pub async fn handle(cx: &RequestContext, req: EndTxnRequest) -> EndTxnResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let id = req.transactional_id.0.to_string();
     let answer = EndTxnResponse::default()
         .with_producer_id(ProducerId(-1))

@@ -3,21 +3,19 @@
 //! read_committed (isolation level 1) reads up to the last stable offset
 //! and lists the aborted transactions in what it read.
 
-use std::rc::Rc;
 use std::time::Duration;
 
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
-use weir_core::memory::Grant;
 use weir_core::shard::FetchPartition;
 use weir_core::Chunks;
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
 use weir_core::auth::acl::{Operation, ResourceType};
 
-use super::{str, Caller};
+use super::{str, Reply, RequestContext};
 
 pub const MIN: i16 = 4;
 pub const MAX: i16 = 18;
@@ -28,13 +26,11 @@ const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 /// The response, the records of each of its partitions in the order they
 /// appear in it (the codec writes them in, shared, not copied; the
 /// response's own `records` fields are left empty), and the answer memory
-/// they hold until sent (`weir_core::memory`).
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: FetchRequest,
-    version: i16,
-    caller: &Caller,
-) -> (FetchResponse, Vec<Chunks>, Vec<Grant>) {
+/// they hold until sent (`weir_core::memory`), in one `Reply`.
+pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let catalog = shard.catalog();
     // (name as the response carries it, topic id, partitions: their place
     // among the reads, or why there is none)
@@ -147,5 +143,9 @@ pub async fn handle(
     let response = FetchResponse::default()
         .with_session_id(0)
         .with_responses(responses);
-    (response, records, hold)
+    Reply {
+        body: Some(response.into()),
+        records,
+        hold,
+    }
 }

@@ -3,16 +3,14 @@
 //! inside), or with `--shard-ports` that shard's own broker, so the
 //! client's group traffic needs no hop.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
 use weir_core::auth::acl::{Operation, ResourceType};
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 6;
@@ -30,12 +28,10 @@ fn check_key_type(key_type: i8) -> Result<(), (i16, StrBytes)> {
     }
 }
 
-pub fn handle(
-    shard: &Rc<Shard>,
-    req: FindCoordinatorRequest,
-    version: i16,
-    caller: &Caller,
-) -> FindCoordinatorResponse {
+pub async fn handle(cx: &RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let key_type = req.key_type;
     let checked = check_key_type(key_type);
     // DESCRIBE on the group or transactional id the key names.

@@ -1,15 +1,14 @@
 //! Heartbeat (key 12): keeps a member's session alive and tells it when a
 //! rebalance has started (REBALANCE_IN_PROGRESS).
 
-use std::rc::Rc;
-
+use super::RequestContext;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
-use weir_core::Shard;
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 4;
 
-pub async fn handle(shard: &Rc<Shard>, req: HeartbeatRequest, _version: i16) -> HeartbeatResponse {
+pub async fn handle(cx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+    let shard = &cx.shard;
     let group = req.group_id.0.to_string();
     let g = group.clone();
     let member = req.member_id.to_string();

@@ -2,16 +2,14 @@
 //! (`retention.ms`, `retention.bytes`, `max.message.bytes`, `segment.bytes`,
 //! `segment.ms`); they take effect on the partitions at once.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use weir_core::shard::ConfigChange;
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
 use weir_core::auth::acl::{Operation, ResourceType};
 
-use super::{denied_topic, error_parts, only_allowed, str, Caller};
+use super::{denied_topic, error_parts, only_allowed, str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 1;
@@ -19,11 +17,11 @@ pub const MAX: i16 = 1;
 const RESOURCE_TOPIC: i8 = 2;
 
 pub async fn handle(
-    shard: &Rc<Shard>,
+    cx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
-    _version: i16,
-    caller: &Caller,
 ) -> IncrementalAlterConfigsResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let mut topics = Vec::new();
     let mut order = Vec::new(); // (type, name, index into topics or None)
     for r in req.resources {

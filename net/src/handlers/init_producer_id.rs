@@ -5,20 +5,17 @@
 //! id's producer id and an epoch that fences every earlier producer of it,
 //! aborting a transaction it left open.
 
-use std::rc::Rc;
-
+use super::RequestContext;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use weir_core::txn::state::API_INIT_PRODUCER_ID;
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: InitProducerIdRequest,
-    version: i16,
-) -> InitProducerIdResponse {
+pub async fn handle(cx: &RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
     let fail = |code: i16| {
         InitProducerIdResponse::default()
             .with_error_code(code)

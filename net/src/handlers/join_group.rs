@@ -1,25 +1,21 @@
 //! JoinGroup (key 11): carried to the shard coordinating the group, which
 //! answers when the rebalance completes.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use weir_core::groups::group::{JoinRequest, JoinResult};
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
-use super::str;
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 9;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: JoinGroupRequest,
-    version: i16,
-    client_id: String,
-    client_host: String,
-) -> JoinGroupResponse {
+pub async fn handle(cx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let client_id = cx.client_id.clone();
+    let client_host = cx.caller.host.to_string();
     let group = req.group_id.0.to_string();
     let join = JoinRequest {
         member_id: req.member_id.to_string(),

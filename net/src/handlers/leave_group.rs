@@ -1,16 +1,16 @@
 //! LeaveGroup (key 13): one member (v0–2) or several at once (v3+, static
 //! members by instance id).
 
-use std::rc::Rc;
-
+use super::RequestContext;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
-use weir_core::Shard;
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(shard: &Rc<Shard>, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+pub async fn handle(cx: &RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
     let group = req.group_id.0.to_string();
     let members: Vec<(String, Option<String>)> = if version >= 3 {
         req.members

@@ -1,25 +1,20 @@
 //! ListGroups (key 16): every group of every shard, filtered by state (v4)
 //! and type (v5: "classic", or "consumer" for KIP-848 consumer groups).
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
-use weir_core::Shard;
 
 use weir_core::auth::acl::{Operation, ResourceType};
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: ListGroupsRequest,
-    version: i16,
-    caller: &Caller,
-) -> ListGroupsResponse {
+pub async fn handle(cx: &RequestContext, req: ListGroupsRequest) -> ListGroupsResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let groups = match shard.list_groups().await {
         Ok(g) => g,
         Err(e) => return ListGroupsResponse::default().with_error_code(e.code.code()),

@@ -2,27 +2,23 @@
 //! earliest local (-4), or the first offset at or after a timestamp
 //! (`weir_core::shard::OffsetQuery`).
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::shard::OffsetQuery;
-use weir_core::{ByPartition, Shard};
+use weir_core::ByPartition;
 
-use super::{denied_topic, Caller};
+use super::{denied_topic, RequestContext};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 10;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: ListOffsetsRequest,
-    version: i16,
-    caller: &Caller,
-) -> ListOffsetsResponse {
+pub async fn handle(cx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let mut by = ByPartition::new();
     for t in req.topics {
         let name = t.name.0.to_string();

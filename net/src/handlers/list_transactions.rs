@@ -8,16 +8,13 @@
 //! as Kafka answers a pattern Java cannot compile. Only ids the caller may
 //! describe are listed.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId};
 use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::error::ErrorCode;
 use weir_core::txn::state::TxnState;
-use weir_core::Shard;
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 2;
@@ -33,12 +30,10 @@ const STATES: [TxnState; 7] = [
     TxnState::Dead,
 ];
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: ListTransactionsRequest,
-    version: i16,
-    caller: &Caller,
-) -> ListTransactionsResponse {
+pub async fn handle(cx: &RequestContext, req: ListTransactionsRequest) -> ListTransactionsResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let unknown: Vec<_> = req
         .state_filters
         .iter()

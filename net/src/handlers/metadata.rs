@@ -2,29 +2,25 @@
 //! partitions and id. The node is one broker leading every partition, or
 //! (with `--shard-ports`) each shard is a broker leading what it owns.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use weir_core::catalog::TopicMeta;
 use weir_core::shard::NewTopic;
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
 use weir_core::auth::acl::{Operation, ResourceType};
 
-use super::{str, Caller};
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 13;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: MetadataRequest,
-    version: i16,
-    caller: &Caller,
-) -> MetadataResponse {
+pub async fn handle(cx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let cfg = &shard.config;
     let may = |op, name: &str| caller.may(shard, op, ResourceType::Topic, name);
     let node = |owner: usize| BrokerId(cfg.broker_of(owner).id);

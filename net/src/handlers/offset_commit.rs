@@ -2,27 +2,23 @@
 //! answer. A commit may move an offset either way (rewinding a group is a
 //! normal operation); one from a stale generation is refused.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::groups::OffsetToCommit;
-use weir_core::{ByPartition, Shard};
+use weir_core::ByPartition;
 
-use super::{denied_topic, Caller};
+use super::{denied_topic, RequestContext};
 
 pub const MIN: i16 = 2;
 pub const MAX: i16 = 9;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: OffsetCommitRequest,
-    version: i16,
-    caller: &Caller,
-) -> OffsetCommitResponse {
+pub async fn handle(cx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let group = req.group_id.0.to_string();
     let mut by = ByPartition::new();
     for t in req.topics {

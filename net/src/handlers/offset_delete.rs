@@ -1,26 +1,21 @@
 //! OffsetDelete (key 47): removes a group's committed offsets for some
 //! partitions, except of topics its members subscribe to.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use weir_core::auth::acl::{Operation, ResourceType};
-use weir_core::{ByPartition, Shard, TopicPartition};
+use weir_core::{ByPartition, TopicPartition};
 
-use super::{denied_topic, Caller};
+use super::{denied_topic, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 0;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: OffsetDeleteRequest,
-    _version: i16,
-    caller: &Caller,
-) -> OffsetDeleteResponse {
+pub async fn handle(cx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let group = req.group_id.0.to_string();
     let mut by = ByPartition::new();
     for t in req.topics {

@@ -17,7 +17,7 @@ use weir_core::{ErrorCode, KafkaError, Shard};
 
 use weir_core::auth::acl::{Operation, ResourceType};
 
-use super::{str, Caller};
+use super::{str, Caller, RequestContext};
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 9;
@@ -60,12 +60,10 @@ fn parts(c: Option<weir_core::groups::store::Committed>) -> (i64, i32, String) {
     }
 }
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: OffsetFetchRequest,
-    version: i16,
-    caller: &Caller,
-) -> OffsetFetchResponse {
+pub async fn handle(cx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     if version >= 8 {
         let asks = req.groups.into_iter().map(|g| {
             let query = g.topics.map(|ts| {

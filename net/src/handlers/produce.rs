@@ -4,27 +4,23 @@
 //! clients with transactions v2 (KIP-890), which weir does not advertise:
 //! a transactional Java client stays at v11.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use weir_core::{ByPartition, ErrorCode, KafkaError, Shard};
+use weir_core::{ByPartition, ErrorCode, KafkaError};
 
 use weir_core::auth::acl::{Operation, ResourceType};
 
-use super::{denied_topic, error_parts, Caller};
+use super::{denied_topic, error_parts, Reply, RequestContext};
 
 pub const MIN: i16 = 3;
 pub const MAX: i16 = 13;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: ProduceRequest,
-    version: i16,
-    caller: &Caller,
-) -> Option<ProduceResponse> {
+pub async fn handle(cx: &RequestContext, req: ProduceRequest) -> Reply {
+    let shard = &cx.shard;
+    let version = cx.version;
+    let caller = &cx.caller;
     let acks = req.acks;
     // A transactional producer's request needs WRITE on its id, as Kafka.
     let txn_refused = req.transactional_id.as_ref().and_then(|id| {
@@ -99,7 +95,7 @@ pub async fn handle(
         }
     }
     if acks == 0 {
-        return None;
+        return Reply::none();
     }
     let responses = answers
         .into_iter()
@@ -115,7 +111,7 @@ pub async fn handle(
                 )
         })
         .collect();
-    Some(ProduceResponse::default().with_responses(responses))
+    Reply::of(ProduceResponse::default().with_responses(responses))
 }
 
 fn partition_response(

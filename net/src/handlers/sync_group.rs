@@ -1,18 +1,17 @@
 //! SyncGroup (key 14): the leader hands in the assignment; every member
 //! gets its part once the leader has.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use weir_core::groups::group::{SyncRequest, SyncResult};
-use weir_core::Shard;
 
-use super::str;
+use super::{str, RequestContext};
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(shard: &Rc<Shard>, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+pub async fn handle(cx: &RequestContext, req: SyncGroupRequest) -> SyncGroupResponse {
+    let shard = &cx.shard;
+    let version = cx.version;
     let group = req.group_id.0.to_string();
     let sync = SyncRequest {
         member_id: req.member_id.to_string(),

@@ -3,27 +3,22 @@
 //! ends (committed, they become the group's offsets; aborted, they go).
 //! Needs WRITE on the transactional id, READ on the group and on each topic.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::groups::OffsetToCommit;
-use weir_core::{ErrorCode, Shard};
+use weir_core::ErrorCode;
 
-use super::Caller;
+use super::RequestContext;
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: TxnOffsetCommitRequest,
-    _version: i16,
-    caller: &Caller,
-) -> TxnOffsetCommitResponse {
+pub async fn handle(cx: &RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+    let shard = &cx.shard;
+    let caller = &cx.caller;
     let id = req.transactional_id.0.to_string();
     let group = req.group_id.0.to_string();
     let whole = if !caller.may(shard, Operation::Write, ResourceType::TransactionalId, &id) {
