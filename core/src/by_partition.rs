@@ -5,28 +5,7 @@
 //! through it, so none regroups answers by hand.
 
 use crate::error::{ErrorCode, KafkaError};
-
-/// A topic-partition by name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    pub topic: String,
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
-
-impl std::fmt::Display for TopicPartition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
+use crate::topic_partition::TopicPartition;
 
 /// One partition's work: where it stands in its request, which partition,
 /// and what to do there.

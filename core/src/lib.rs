@@ -42,10 +42,12 @@ pub mod registry;
 pub mod shard;
 pub mod sql;
 pub mod table;
+pub mod topic_partition;
 pub mod txn;
 pub mod watchdog;
 
-pub use by_partition::{ByPartition, PartitionWork, TopicPartition};
+pub use by_partition::{ByPartition, PartitionWork};
+pub use topic_partition::{TopicPartition, TopicPartitionRef};
 pub use config::NodeConfig;
 pub use error::{ErrorCode, KafkaError};
 pub use shard::{Node, Shard};

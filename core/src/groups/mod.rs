@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::by_partition::TopicPartition;
+use crate::TopicPartition;
 use crate::catalog::Catalog;
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
@@ -669,10 +669,10 @@ impl Coordinator {
                     if active && subscribed {
                         return ErrorCode::GroupSubscribedToTopic;
                     }
-                    if g.offsets.contains_key(&(topic.clone(), partition)) {
+                    if g.offsets.contains_key(&(topic.to_string(), partition)) {
                         entries.push(Entry::Offset {
                             group: group_id.to_string(),
-                            topic,
+                            topic: topic.to_string(),
                             partition,
                             value: None,
                         });

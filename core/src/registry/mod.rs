@@ -20,7 +20,8 @@ use std::rc::Rc;
 
 use weir_storage::records::{build_stamped_batch, Producer};
 
-use crate::by_partition::{PartitionWork, TopicPartition};
+use crate::by_partition::PartitionWork;
+use crate::TopicPartition;
 use crate::catalog::placement;
 use crate::shard::{NewTopic, Shard};
 use schema::Kind;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use weir_storage::PartitionLog;
 
-use crate::by_partition::TopicPartition;
+use crate::TopicPartition;
 use crate::catalog::{
     new_topic_id, placement, validate_topic_name, Catalog, TopicConfig, TopicMeta, MAX_PARTITIONS,
 };
@@ -287,12 +287,13 @@ impl Shard {
     /// Takes a new catalog snapshot: opens partitions this shard now owns,
     /// applies changed configs, and deletes partitions that are gone.
     async fn install_catalog(self: &Rc<Self>, cat: Arc<Catalog>) -> Result<(), KafkaError> {
-        let gone: Vec<(String, i32)> = self
+        let gone: Vec<TopicPartition> = self
             .partitions
             .borrow()
             .keys()
-            .filter(|(t, p)| {
-                cat.shard_for(t, *p) != Some(self.id) || {
+            .filter(|tp| {
+                let t = tp.topic();
+                cat.shard_for(t, tp.partition) != Some(self.id) || {
                     let old = self.catalog.borrow();
                     old.topic(t).map(|m| m.id) != cat.topic(t).map(|m| m.id)
                 }
@@ -304,7 +305,7 @@ impl Shard {
                 p.cache.clear();
                 p.log.destroy();
             }
-            self.keyed.forget(&TopicPartition::new(key.0, key.1));
+            self.keyed.forget(&key);
         }
         *self.catalog.borrow_mut() = cat.clone();
         self.open_owned_partitions(&cat).await
@@ -319,7 +320,7 @@ impl Shard {
                 if shard != self.id {
                     continue;
                 }
-                let key = (t.name.clone(), p as i32);
+                let key = TopicPartition::new(t.name.as_str(), p as i32);
                 if let Some(existing) = self.partitions.borrow().get(&key) {
                     existing.log.set_config(t.config.log_config());
                     continue;

@@ -30,6 +30,7 @@ use crate::config::NodeConfig;
 use crate::error::{ErrorCode, KafkaError};
 use crate::groups::{owner_shard, Coordinator, ListedGroup};
 use crate::partition::Partition;
+use crate::{TopicPartition, TopicPartitionRef};
 
 mod admin;
 mod routed;
@@ -130,7 +131,7 @@ pub struct Shard {
     pub nr_shards: usize,
     pub config: Arc<NodeConfig>,
     catalog: RefCell<Arc<Catalog>>,
-    partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
+    partitions: RefCell<HashMap<TopicPartition, Rc<Partition>>>,
     pub cache: RefCell<TailCache>,
     /// Bytes of request frames held (`memory`).
     pub request_memory: Arc<crate::memory::MemoryBudget>,
@@ -191,10 +192,8 @@ impl Shard {
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
-        self.partitions
-            .borrow()
-            .get(&(topic.to_string(), partition))
-            .cloned()
+        let key: &dyn TopicPartitionRef = &(topic, partition);
+        self.partitions.borrow().get(key).cloned()
     }
 
     /// How many partitions this shard owns.
@@ -290,12 +289,12 @@ impl Shard {
     /// shard's, or this shard's alone when each shard is a broker of its
     /// own (`--shard-ports`), so a client asking every broker counts each
     /// partition once.
-    pub async fn log_sizes(self: &Rc<Self>) -> Vec<(String, i32, u64)> {
-        let local = |s: &Shard| -> Vec<(String, i32, u64)> {
+    pub async fn log_sizes(self: &Rc<Self>) -> Vec<(TopicPartition, u64)> {
+        let local = |s: &Shard| -> Vec<(TopicPartition, u64)> {
             s.partitions
                 .borrow()
                 .iter()
-                .map(|((t, p), part)| (t.clone(), *p, part.log.size_bytes()))
+                .map(|(tp, part)| (tp.clone(), part.log.size_bytes()))
                 .collect()
         };
         let mut all = if self.config.shard_port_base.is_some() {

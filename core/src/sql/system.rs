@@ -22,7 +22,8 @@ use sqlparser::ast::ObjectName;
 
 use super::{Caller, QueryResult, SqlError};
 use crate::auth::acl::{Operation, ResourceType};
-use crate::by_partition::{PartitionWork, TopicPartition};
+use crate::by_partition::PartitionWork;
+use crate::TopicPartition;
 use crate::shard::Shard;
 
 /// A table of the node's own state.

@@ -14,7 +14,8 @@ use std::rc::Rc;
 
 use super::coordinator::TxnFailure;
 use super::state::{self, EndOutcome, InitOutcome, TxnError, TxnMetadata, TxnState};
-use crate::by_partition::{PartitionWork, TopicPartition};
+use crate::by_partition::PartitionWork;
+use crate::TopicPartition;
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
 use crate::groups::OffsetToCommit;

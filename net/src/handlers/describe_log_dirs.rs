@@ -11,7 +11,7 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 };
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
 use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
-use weir_core::ErrorCode;
+use weir_core::{ErrorCode, TopicPartition};
 
 use super::{str, RequestContext};
 
@@ -28,22 +28,22 @@ pub async fn handle(cx: &RequestContext, req: DescribeLogDirsRequest) -> Describ
             .with_error_code(ErrorCode::ClusterAuthorizationFailed.code());
     }
     // `None`: every partition; else those asked for.
-    let wanted: Option<HashSet<(String, i32)>> = req.topics.map(|ts| {
+    let wanted: Option<HashSet<TopicPartition>> = req.topics.map(|ts| {
         ts.into_iter()
             .flat_map(|t| {
-                let name = t.topic.0.to_string();
-                t.partitions.into_iter().map(move |p| (name.clone(), p))
+                let name: std::sync::Arc<str> = t.topic.0.as_str().into();
+                t.partitions
+                    .into_iter()
+                    .map(move |p| TopicPartition::new(name.clone(), p))
             })
             .collect()
     });
     let mut topics: Vec<DescribeLogDirsTopic> = Vec::new();
-    for (topic, partition, bytes) in shard.log_sizes().await {
-        if wanted
-            .as_ref()
-            .is_some_and(|w| !w.contains(&(topic.clone(), partition)))
-        {
+    for (tp, bytes) in shard.log_sizes().await {
+        if wanted.as_ref().is_some_and(|w| !w.contains(&tp)) {
             continue;
         }
+        let (topic, partition) = (tp.topic(), tp.partition);
         let entry = DescribeLogDirsPartition::default()
             .with_partition_index(partition)
             .with_partition_size(bytes as i64);
@@ -51,7 +51,7 @@ pub async fn handle(cx: &RequestContext, req: DescribeLogDirsRequest) -> Describ
             Some(t) if t.name.0.as_str() == topic => t.partitions.push(entry),
             _ => topics.push(
                 DescribeLogDirsTopic::default()
-                    .with_name(TopicName(str(&topic)))
+                    .with_name(TopicName(str(topic)))
                     .with_partitions(vec![entry]),
             ),
         }
