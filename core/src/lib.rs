@@ -27,6 +27,7 @@ pub mod cache;
 pub mod catalog;
 pub mod clock;
 pub mod config;
+pub mod counters;
 pub use weir_storage::crash_point;
 pub mod error;
 pub mod groups;
@@ -47,10 +48,10 @@ pub mod txn;
 pub mod watchdog;
 
 pub use by_partition::{ByPartition, PartitionWork};
-pub use topic_partition::{TopicPartition, TopicPartitionRef};
 pub use config::NodeConfig;
 pub use error::{ErrorCode, KafkaError};
 pub use shard::{Node, Shard};
+pub use topic_partition::{TopicPartition, TopicPartitionRef};
 // What the Kafka front end needs of storage, so it depends on this crate
 // alone: stored batches in shared pieces, and what an append answers.
 pub use weir_storage::{Appended, Chunks};

@@ -17,44 +17,12 @@ use prometheus_client::metrics::exemplar::Exemplar;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::counters::{ApiLatency, Kind, LATENCY_BUCKETS, METRICS};
 use crate::latency::Histograms;
 use crate::shard::{Shard, ShardReport};
 
 /// The content type of `GET /metrics`.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// Upper bounds (seconds) of the request latency buckets.
-pub const LATENCY_BUCKETS: [f64; 16] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0,
-];
-
-/// One API's requests on a shard: how many, and how long each took from
-/// its last byte read to its answer ready (a histogram over
-/// `LATENCY_BUCKETS`, the last bucket past them all).
-#[derive(Debug, Clone, Default)]
-pub struct ApiLatency {
-    pub count: u64,
-    pub sum_seconds: f64,
-    pub buckets: [u64; LATENCY_BUCKETS.len() + 1],
-}
-
-impl ApiLatency {
-    pub fn record(&mut self, seconds: f64) {
-        self.count += 1;
-        self.sum_seconds += seconds;
-        let i = LATENCY_BUCKETS.partition_point(|b| *b < seconds);
-        self.buckets[i] += 1;
-    }
-
-    fn add(&mut self, other: &ApiLatency) {
-        self.count += other.count;
-        self.sum_seconds += other.sum_seconds;
-        for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
-            *a += b;
-        }
-    }
-}
 
 /// One partition at a scrape, from its owner.
 #[derive(Debug, Clone)]
@@ -94,6 +62,17 @@ pub struct ShardSample {
 }
 
 impl Shard {
+    /// Every shard's part of a `/metrics` scrape, gathered over the mesh
+    /// (hops not counted).
+    pub async fn samples(self: &Rc<Self>) -> Vec<ShardSample> {
+        let all = (0..self.nr_shards).map(|i| self.send_job(i, |s| async move { s.sample() }));
+        futures::future::join_all(all)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
     /// This shard's part of a scrape.
     pub fn sample(&self) -> ShardSample {
         let partitions = self
@@ -347,12 +326,30 @@ impl Collector for Scrape {
             }),
         )?;
         // Shards.
-        let per_shard = |f: fn(&ShardReport) -> u64| {
+        let per_shard = |f: &dyn Fn(&ShardReport) -> u64| {
             self.samples
                 .iter()
-                .map(move |s| (shard_label(s), f(&s.report)))
+                .map(|s| (shard_label(s), f(&s.report)))
                 .collect::<Vec<_>>()
         };
+        // Every counter a shard declares (`crate::counters`).
+        for m in METRICS {
+            let unit = match m.unit {
+                crate::counters::Unit::None => None,
+                crate::counters::Unit::Bytes => Some(Unit::Bytes),
+            };
+            let values = per_shard(&|r| (m.value)(&r.counters));
+            match m.kind {
+                Kind::Counter => counter(&mut enc, m.name, m.help, unit, values)?,
+                Kind::Gauge => gauge(
+                    &mut enc,
+                    m.name,
+                    m.help,
+                    unit,
+                    values.into_iter().map(|(l, v)| (l, v as i64)),
+                )?,
+            }
+        }
         gauge(
             &mut enc,
             "weir_shard_partitions",
@@ -364,47 +361,10 @@ impl Collector for Scrape {
         )?;
         counter(
             &mut enc,
-            "weir_requests",
-            "Kafka requests received on the shard's connections.",
-            None,
-            per_shard(|r| r.requests),
-        )?;
-        counter(
-            &mut enc,
-            "weir_partition_appends",
-            "Appends to the shard's partitions (one per partition of a produce).",
-            None,
-            per_shard(|r| r.partition_appends),
-        )?;
-        counter(
-            &mut enc,
-            "weir_connections_accepted",
-            "Kafka connections accepted.",
-            None,
-            per_shard(|r| r.connections),
-        )?;
-        gauge(
-            &mut enc,
-            "weir_connections_open",
-            "Kafka connections open.",
-            None,
-            self.samples
-                .iter()
-                .map(|s| (shard_label(s), s.report.connections_open as i64)),
-        )?;
-        counter(
-            &mut enc,
             "weir_sign_in_failures",
             "Failed SASL sign-ins.",
             None,
-            per_shard(|r| r.sign_in_failures),
-        )?;
-        counter(
-            &mut enc,
-            "weir_cross_shard_hops",
-            "Jobs sent to another shard (the hops requests cost).",
-            None,
-            per_shard(|r| r.hops_sent),
+            per_shard(&|r| r.sign_in_failures),
         )?;
         gauge(
             &mut enc,
@@ -461,7 +421,7 @@ impl Collector for Scrape {
             "weir_lost_wakeups",
             "Times the watchdog woke the shard asleep past its heartbeat.",
             None,
-            per_shard(|r| r.lost_wakeups),
+            per_shard(&|r| r.lost_wakeups),
         )?;
         counter(
             &mut enc,
@@ -471,62 +431,6 @@ impl Collector for Scrape {
             self.samples
                 .iter()
                 .map(|s| (shard_label(s), s.busy_seconds)),
-        )?;
-        counter(
-            &mut enc,
-            "weir_compactions",
-            "Cleaning passes that rewrote segments.",
-            None,
-            per_shard(|r| r.compactions),
-        )?;
-        counter(
-            &mut enc,
-            "weir_compaction_read",
-            "Bytes cleaning passes read.",
-            Some(Unit::Bytes),
-            per_shard(|r| r.compacted_bytes_in),
-        )?;
-        counter(
-            &mut enc,
-            "weir_compaction_written",
-            "Bytes cleaning passes wrote.",
-            Some(Unit::Bytes),
-            per_shard(|r| r.compacted_bytes_out),
-        )?;
-        counter(
-            &mut enc,
-            "weir_compaction_removed_records",
-            "Records cleaning passes removed.",
-            None,
-            per_shard(|r| r.compacted_records_removed),
-        )?;
-        counter(
-            &mut enc,
-            "weir_compaction_errors",
-            "Cleaning passes that failed.",
-            None,
-            per_shard(|r| r.compaction_errors),
-        )?;
-        counter(
-            &mut enc,
-            "weir_fetch_waits",
-            "Long-polling fetches that waited for data on the shard.",
-            None,
-            per_shard(|r| r.fetch_waits),
-        )?;
-        counter(
-            &mut enc,
-            "weir_fetch_wakes",
-            "Fetch waits an append woke.",
-            None,
-            per_shard(|r| r.fetch_wakes),
-        )?;
-        counter(
-            &mut enc,
-            "weir_fetch_expiries",
-            "Fetch waits that reached their max wait.",
-            None,
-            per_shard(|r| r.fetch_expiries),
         )?;
         let mut errors: BTreeMap<(i16, &str), u64> = BTreeMap::new();
         for s in &self.samples {

@@ -234,7 +234,7 @@ async fn read_requests(
                 return;
             }
         };
-        shard.stats.requests.set(shard.stats.requests.get() + 1);
+        weir_core::counters::add(&shard.counters.requests, 1);
         if let Decoded::Request(req) = &decoded {
             match sign_in_step(shard, sign_in, req, peer, answers).await {
                 Some(true) => continue,

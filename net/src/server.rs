@@ -93,16 +93,13 @@ async fn accept_kafka(
         };
         let id = next_id;
         next_id += 1;
-        shard
-            .stats
-            .connections
-            .set(shard.stats.connections.get() + 1);
+        weir_core::counters::add(&shard.counters.connections, 1);
         let (s, l, tls) = (shard.clone(), live.clone(), tls.clone());
-        let open = &shard.stats.connections_open;
+        let open = &shard.counters.connections_open;
         open.set(open.get() + 1);
         let handle = glommio::spawn_local(async move {
             connection::serve(s.clone(), stream, tls).await;
-            let open = &s.stats.connections_open;
+            let open = &s.counters.connections_open;
             open.set(open.get() - 1);
             l.borrow_mut().remove(&id);
             drop(slot);

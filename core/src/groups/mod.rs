@@ -19,10 +19,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::TopicPartition;
 use crate::catalog::Catalog;
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
+use crate::TopicPartition;
 use group::{
     Answer, Group, GroupConfig, GroupState, JoinRequest, JoinResult, SyncRequest, SyncResult,
 };

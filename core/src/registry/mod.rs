@@ -21,9 +21,9 @@ use std::rc::Rc;
 use weir_storage::records::{build_stamped_batch, Producer};
 
 use crate::by_partition::PartitionWork;
-use crate::TopicPartition;
 use crate::catalog::placement;
 use crate::shard::{NewTopic, Shard};
+use crate::TopicPartition;
 use schema::Kind;
 use state::{encode, Change, State};
 

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use futures::future::join_all;
 use weir_storage::PartitionLog;
 
-use crate::TopicPartition;
 use crate::catalog::{
     new_topic_id, placement, validate_topic_name, Catalog, TopicConfig, TopicMeta, MAX_PARTITIONS,
 };
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
 use crate::partition::Partition;
+use crate::TopicPartition;
 
 use super::{Shard, CATALOG_SHARD};
 

@@ -27,6 +27,7 @@ use crate::cache::TailCache;
 use crate::catalog::Catalog;
 use crate::clock::now_ms;
 use crate::config::NodeConfig;
+use crate::counters::{ApiLatency, CounterValues, Counters};
 use crate::error::{ErrorCode, KafkaError};
 use crate::groups::{owner_shard, Coordinator, ListedGroup};
 use crate::partition::Partition;
@@ -50,69 +51,29 @@ pub const CATALOG_SHARD: usize = 0;
 /// the node's 30 s to stop).
 const STOP_SNAPSHOTS_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Counters of one shard's work (for `GET /stats`).
+/// What one shard measures of its work besides its counters
+/// (`crate::counters`): errors answered, requests' latency by API, and the
+/// produce path's histograms.
 #[derive(Debug, Default)]
 pub struct ShardStats {
-    /// Kafka requests received on this shard's connections.
-    pub requests: std::cell::Cell<u64>,
-    /// Appends to this shard's partitions: one per partition of a produce
-    /// request that reached it (a request to three partitions counts three).
-    pub partition_appends: std::cell::Cell<u64>,
-    pub appended_bytes: std::cell::Cell<u64>,
-    /// Fetch parts this shard served: one per shard a fetch touched (a
-    /// fetch of partitions on two shards counts one on each).
-    pub fetch_parts: std::cell::Cell<u64>,
-    pub connections: std::cell::Cell<u64>,
-    /// Jobs this shard sent to another shard (`invoke_on`): the cross-core
-    /// hops its requests cost.
-    pub hops_sent: std::cell::Cell<u64>,
-    /// Cleaning passes of compacted partitions that rewrote something,
-    /// the bytes they read and wrote, the records they removed, and the
-    /// passes that failed.
-    pub compactions: std::cell::Cell<u64>,
-    pub compacted_bytes_in: std::cell::Cell<u64>,
-    pub compacted_bytes_out: std::cell::Cell<u64>,
-    pub compacted_records_removed: std::cell::Cell<u64>,
-    pub compaction_errors: std::cell::Cell<u64>,
-    /// Kafka connections open now.
-    pub connections_open: std::cell::Cell<u64>,
-    /// Long-polling fetches' waits on this shard, and how each ended: an
-    /// append woke it, or its deadline passed (else another shard's
-    /// answer released it).
-    pub fetch_waits: std::cell::Cell<u64>,
-    pub fetch_wakes: std::cell::Cell<u64>,
-    pub fetch_expiries: std::cell::Cell<u64>,
     /// Error codes answered, by (API key, error code): the error's name
     /// and how many (one per code in a response, `net`'s
     /// `response_errors`).
     pub errors: RefCell<BTreeMap<(i16, i16), (String, u64)>>,
     /// Requests by API key: how many and how long (`/metrics`).
-    pub apis: RefCell<std::collections::BTreeMap<i16, crate::metrics::ApiLatency>>,
+    pub apis: RefCell<BTreeMap<i16, ApiLatency>>,
     /// How long produce requests, flush writes and syncs take here.
     pub latency: Rc<crate::latency::Latencies>,
 }
 
-/// A snapshot of one shard's counters.
+/// A snapshot of one shard's counters (`GET /stats`).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ShardReport {
     pub shard: usize,
     pub partitions: usize,
-    pub requests: u64,
-    pub partition_appends: u64,
-    pub appended_bytes: u64,
-    pub fetch_parts: u64,
-    pub connections: u64,
-    pub hops_sent: u64,
-    pub compactions: u64,
-    pub compacted_bytes_in: u64,
-    pub compacted_bytes_out: u64,
-    pub compacted_records_removed: u64,
-    pub compaction_errors: u64,
-    pub connections_open: u64,
+    #[serde(flatten)]
+    pub counters: CounterValues,
     pub sign_in_failures: u64,
-    pub fetch_waits: u64,
-    pub fetch_wakes: u64,
-    pub fetch_expiries: u64,
     pub cache_bytes: usize,
     /// Request frames' memory (`memory`).
     pub request_memory: crate::memory::MemoryReport,
@@ -142,6 +103,7 @@ pub struct Shard {
     /// Serialises catalog changes (used on the catalog shard only).
     catalog_lock: Semaphore,
     stopping: Arc<AtomicBool>,
+    pub counters: Counters,
     pub stats: ShardStats,
     /// Producer id allocation (the catalog shard's only).
     producer_ids: RefCell<Option<crate::producer_ids::ProducerIds>>,
@@ -206,21 +168,7 @@ impl Shard {
         ShardReport {
             shard: self.id,
             partitions: self.partition_count(),
-            requests: self.stats.requests.get(),
-            partition_appends: self.stats.partition_appends.get(),
-            appended_bytes: self.stats.appended_bytes.get(),
-            fetch_parts: self.stats.fetch_parts.get(),
-            connections: self.stats.connections.get(),
-            hops_sent: self.stats.hops_sent.get(),
-            compactions: self.stats.compactions.get(),
-            compacted_bytes_in: self.stats.compacted_bytes_in.get(),
-            compacted_bytes_out: self.stats.compacted_bytes_out.get(),
-            compacted_records_removed: self.stats.compacted_records_removed.get(),
-            compaction_errors: self.stats.compaction_errors.get(),
-            connections_open: self.stats.connections_open.get(),
-            fetch_waits: self.stats.fetch_waits.get(),
-            fetch_wakes: self.stats.fetch_wakes.get(),
-            fetch_expiries: self.stats.fetch_expiries.get(),
+            counters: self.counters.values(),
             sign_in_failures: self.sign_in_throttle.failed_total(),
             cache_bytes: self.cache.borrow().bytes(),
             request_memory: self.request_memory.report(),
@@ -246,13 +194,6 @@ impl Shard {
         let all = (0..self.nr_shards)
             .map(|i| self.send_job(i, |s| async move { s.stats.latency.reset() }));
         join_all(all).await;
-    }
-
-    /// Every shard's part of a `/metrics` scrape, gathered over the mesh
-    /// (hops not counted).
-    pub async fn samples(self: &Rc<Self>) -> Vec<crate::metrics::ShardSample> {
-        let all = (0..self.nr_shards).map(|i| self.send_job(i, |s| async move { s.sample() }));
-        join_all(all).await.into_iter().flatten().collect()
     }
 
     /// The partitions this shard owns.
@@ -327,13 +268,17 @@ impl Shard {
         Fut: Future<Output = R> + 'static,
     {
         if target != self.id {
-            self.stats.hops_sent.set(self.stats.hops_sent.get() + 1);
+            crate::counters::add(&self.counters.hops_sent, 1);
         }
         self.send_job(target, f).await
     }
 
     /// `invoke_on` without counting the hop.
-    async fn send_job<R, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> Result<R, KafkaError>
+    pub(crate) async fn send_job<R, F, Fut>(
+        self: &Rc<Self>,
+        target: usize,
+        f: F,
+    ) -> Result<R, KafkaError>
     where
         R: Send + 'static,
         F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
@@ -456,7 +401,7 @@ impl Shard {
             .filter(|p| p.log.config().compaction.is_some())
             .cloned()
             .collect();
-        let bump = |c: &std::cell::Cell<u64>, n: u64| c.set(c.get() + n);
+        let bump = crate::counters::add;
         for p in parts {
             if self.is_stopping() {
                 return;
@@ -471,10 +416,13 @@ impl Shard {
                     // Cached batches below what was cleaned would show
                     // readers from the start what compaction removed.
                     p.cache.forget_below(p.log.cleaned_to());
-                    bump(&self.stats.compactions, 1);
-                    bump(&self.stats.compacted_bytes_in, done.bytes_in);
-                    bump(&self.stats.compacted_bytes_out, done.bytes_out);
-                    bump(&self.stats.compacted_records_removed, done.records_removed);
+                    bump(&self.counters.compactions, 1);
+                    bump(&self.counters.compacted_bytes_in, done.bytes_in);
+                    bump(&self.counters.compacted_bytes_out, done.bytes_out);
+                    bump(
+                        &self.counters.compacted_records_removed,
+                        done.records_removed,
+                    );
                     log::info!(
                         "{}-{}: compaction rewrote {} segment(s) of {} bytes into {} of {} bytes, {} record(s) removed, in {} ms",
                         p.topic,
@@ -489,7 +437,7 @@ impl Shard {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    bump(&self.stats.compaction_errors, 1);
+                    bump(&self.counters.compaction_errors, 1);
                     log::warn!("{}-{}: compaction failed: {e}", p.topic, p.index);
                 }
             }

@@ -192,13 +192,8 @@ impl Shard {
     ) -> Vec<(usize, ProduceResult)> {
         let out = self
             .on_partitions(work, move |s, p, (records, tell): (Bytes, _)| async move {
-                let stats = &s.stats;
-                stats
-                    .partition_appends
-                    .set(stats.partition_appends.get() + 1);
-                stats
-                    .appended_bytes
-                    .set(stats.appended_bytes.get() + records.len() as u64);
+                crate::counters::add(&s.counters.partition_appends, 1);
+                crate::counters::add(&s.counters.appended_bytes, records.len() as u64);
                 let catalog = s.catalog();
                 let topic = catalog.topic(&p.topic);
                 let max = topic.map_or(i32::MAX, |t| t.config.max_message_bytes);
@@ -303,7 +298,7 @@ impl Shard {
         deadline: Instant,
         cancel: oneshot::Receiver<()>,
     ) -> (Vec<(usize, Result<PartitionRead, KafkaError>)>, Grant) {
-        self.stats.fetch_parts.set(self.stats.fetch_parts.get() + 1);
+        crate::counters::add(&self.counters.fetch_parts, 1);
         let mut cancel = cancel;
         let mut cancelled = false;
         loop {
@@ -361,10 +356,10 @@ impl Shard {
             // then ends the loop), or another shard answered first: in each
             // case read once more.
             let bump = |c: &std::cell::Cell<u64>| c.set(c.get() + 1);
-            bump(&self.stats.fetch_waits);
+            bump(&self.counters.fetch_waits);
             match select(select(select_all(watches), timer), &mut cancel).await {
-                Either::Left((Either::Left(_), _)) => bump(&self.stats.fetch_wakes),
-                Either::Left((Either::Right(_), _)) => bump(&self.stats.fetch_expiries),
+                Either::Left((Either::Left(_), _)) => bump(&self.counters.fetch_wakes),
+                Either::Left((Either::Right(_), _)) => bump(&self.counters.fetch_expiries),
                 Either::Right(_) => cancelled = true,
             }
         }

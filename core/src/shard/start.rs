@@ -124,6 +124,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
                     mesh: senders,
                     catalog_lock: Semaphore::new(1),
                     stopping: stopping.clone(),
+                    counters: Default::default(),
                     stats: ShardStats::default(),
                     producer_ids: RefCell::new(None),
                     groups,

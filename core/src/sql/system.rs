@@ -23,8 +23,8 @@ use sqlparser::ast::ObjectName;
 use super::{Caller, QueryResult, SqlError};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::by_partition::PartitionWork;
-use crate::TopicPartition;
 use crate::shard::Shard;
+use crate::TopicPartition;
 
 /// A table of the node's own state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

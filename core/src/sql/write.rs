@@ -25,7 +25,6 @@ use super::select::each_partition;
 use super::{const_value, table_name, Caller, QueryResult, SqlError};
 use crate::auth::acl::Operation;
 use crate::by_partition::PartitionWork;
-use crate::TopicPartition;
 use crate::catalog::TopicMeta;
 use crate::partitioner::partition_for_key;
 use crate::shard::Shard;
@@ -34,6 +33,7 @@ use crate::table::keyed::rank;
 use crate::table::row::{check_record, convert, object_bytes, to_row, Incoming};
 use crate::table::scan::partition_copies;
 use crate::table::schema::{parse_bytes, parse_timestamp, ColumnType, TableSchema};
+use crate::TopicPartition;
 use weir_storage::records::{build_stamped_batch, Header, Producer};
 
 /// The most rows one DELETE may name: `a IN (...) AND b IN (...)` names

@@ -15,11 +15,11 @@ use std::rc::Rc;
 use super::coordinator::TxnFailure;
 use super::state::{self, EndOutcome, InitOutcome, TxnError, TxnMetadata, TxnState};
 use crate::by_partition::PartitionWork;
-use crate::TopicPartition;
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
 use crate::groups::OffsetToCommit;
 use crate::shard::Shard;
+use crate::TopicPartition;
 use weir_storage::batch::Marker;
 
 /// Kafka's `transaction.max.timeout.ms` (15 minutes).
