@@ -1,7 +1,7 @@
 //! A topic-partition as its owning shard holds it: the log (which flushes
 //! itself and publishes the durable high watermark, `weir_storage::log`)
-//! and its part of the tail cache. A produce appends, caches and waits for
-//! the watermark; a fetch reads, or waits for it to move. Lives on the
+//! and its part of the tail cache. A produce (checked by `table::ingest`)
+//! appends, caches and waits for the watermark; a fetch reads, or waits for it to move. Lives on the
 //! shard that owns it; never crosses cores.
 
 use std::cell::{Cell, RefCell};
@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use futures::channel::oneshot;
-use weir_storage::batch::{split_produced, BatchHeader, Marker};
+use weir_storage::batch::{BatchHeader, Marker};
 use weir_storage::producer_state::AbortedTxn;
 use weir_storage::{Appended, Chunks, PartitionLog};
 
@@ -17,7 +17,6 @@ use crate::cache::{CachedBatch, PartitionCache, TailCache};
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
 use crate::latency::Latencies;
-use crate::table::schema::TableSchema;
 
 /// The result of a successful produce to one partition.
 pub type ProduceResult = Result<Appended, KafkaError>;
@@ -84,133 +83,27 @@ impl Partition {
         }
     }
 
-    /// Validates, appends and (unless `acks == 0`) waits until the batches
-    /// are durable. `max_message_bytes` bounds each batch; a `compacted`
-    /// topic refuses records without a key, as Kafka does. `appended` is
-    /// told once the batches have their offsets (before they are durable),
-    /// or dropped when they are refused.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn produce(
-        self: &Rc<Self>,
-        records: Bytes,
-        acks: i16,
-        max_message_bytes: i32,
-        schema: Option<&TableSchema>,
-        compacted: bool,
-        cache: &RefCell<TailCache>,
-        appended: Option<oneshot::Sender<()>>,
-    ) -> ProduceResult {
-        let mut batches = split_produced(&records)?;
-        for (h, _) in &batches {
-            if h.total_len() > max_message_bytes.max(0) as usize {
-                return Err(KafkaError::new(
-                    ErrorCode::MessageTooLarge,
-                    format!(
-                        "a batch of {} bytes is larger than max.message.bytes {} of {}-{}",
-                        h.total_len(),
-                        max_message_bytes,
-                        self.topic,
-                        self.index
-                    ),
-                ));
-            }
+    /// Stores nothing for `headers` (a typed table's produce in which no
+    /// record became a row), but moves an idempotent producer's sequence
+    /// past them: the answer is the log's end.
+    pub async fn skip(&self, headers: &[BatchHeader]) -> ProduceResult {
+        let end = self.log.log_end();
+        let mut answer = Appended {
+            base_offset: end,
+            last_offset: end - 1,
+            log_append_time: -1,
+        };
+        let now = now_ms();
+        for h in headers.iter().filter(|h| h.producer_id >= 0) {
+            answer = self.log.skip_batch(h, now).await?;
         }
-        // A keyed table's rows take their keys from their columns, so its
-        // producers need not key their records.
-        let rows_keyed = schema.is_some_and(|s| s.is_keyed() && !s.keeps_records());
-        if compacted && !rows_keyed {
-            for (h, b) in &batches {
-                self.check_keys(h, b)?;
-            }
-        }
-        if let Some(schema) = schema.filter(|s| s.keeps_records()) {
-            // A `_value` table keeps the records as produced, once each
-            // batch passes its checks (the whole request or nothing); an
-            // Avro table's were checked before (`table::avro`), where the
-            // writer schemas can be fetched.
-            let checked = schema.avro_subject().is_some();
-            for (h, b) in batches.iter().filter(|_| !checked) {
-                crate::table::check_records(
-                    &self.topic,
-                    schema,
-                    h,
-                    b,
-                    crate::table::MAX_DECOMPRESSED,
-                )?;
-            }
-        } else if let Some(schema) = schema {
-            // A typed table stores rows: every record is converted (or the
-            // whole request refused) before anything is appended.
-            let now = now_ms();
-            let stamp = self.log.config().log_append_time;
-            let mut rows = Vec::with_capacity(batches.len());
-            // The rows are held until all are converted: their total is
-            // bounded, and each batch may decompress only to what is left.
-            let mut budget = crate::table::MAX_DECOMPRESSED;
-            for (h, b) in &batches {
-                if let Some(r) =
-                    crate::table::rows_batch(&self.topic, schema, h, b, now, stamp, budget)?
-                {
-                    budget = budget.checked_sub(r.1.len()).ok_or_else(|| {
-                        KafkaError::new(
-                            ErrorCode::RecordListTooLarge,
-                            format!(
-                                "the rows of this request to {} are over {} bytes",
-                                self.topic,
-                                crate::table::MAX_DECOMPRESSED
-                            ),
-                        )
-                    })?;
-                    rows.push(r);
-                }
-            }
-            if rows.is_empty() {
-                // Nothing became a row: nothing is written, but an
-                // idempotent producer's sequence still moves on.
-                let end = self.log.log_end();
-                let mut answer = Appended {
-                    base_offset: end,
-                    last_offset: end - 1,
-                    log_append_time: -1,
-                };
-                for (h, _) in batches.iter().filter(|(h, _)| h.producer_id >= 0) {
-                    answer = self.log.skip_batch(h, now).await?;
-                }
-                return Ok(answer);
-            }
-            batches = rows;
-        }
-        self.append(&batches, acks, cache, appended).await
+        Ok(answer)
     }
 
-    /// A compacted topic keeps the latest record per key, so a record
-    /// without one is refused (INVALID_RECORD, Kafka's own message).
-    fn check_keys(&self, h: &BatchHeader, batch: &Bytes) -> Result<(), KafkaError> {
-        let records =
-            weir_storage::records::batch_records(batch, h, crate::table::MAX_DECOMPRESSED)
-                .map_err(|e| {
-                    KafkaError::new(
-                        ErrorCode::CorruptMessage,
-                        format!("{}-{}: {e}", self.topic, self.index),
-                    )
-                })?;
-        match records.iter().position(|r| r.key.is_none()) {
-            None => Ok(()),
-            Some(i) => {
-                let mut e = KafkaError::new(
-                    ErrorCode::InvalidRecord,
-                    format!(
-                        "Compacted topic cannot accept message without key in topic partition {}-{}.",
-                        self.topic, self.index
-                    ),
-                );
-                e.record_index = Some(i as i32);
-                Err(e)
-            }
-        }
-    }
-
-    async fn append(
+    /// Appends `batches` (checked by `table::ingest`), caches them, tells
+    /// `appended_tell` once they have their offsets and (unless `acks ==
+    /// 0`) waits until they are durable.
+    pub async fn append(
         self: &Rc<Self>,
         batches: &[(BatchHeader, Bytes)],
         acks: i16,

@@ -196,7 +196,7 @@ impl Registry {
             tp: TopicPartition::new(TOPIC.to_string(), 0),
             arg: build_stamped_batch(&stamped, &Producer::NONE),
         }];
-        for (_, result) in shard.produce(work, -1).await {
+        for (_, result) in crate::table::ingest::produce(shard, work, -1).await {
             result.map_err(|e| Answer::error(50001, format!("writing {TOPIC}: {}", e.message)))?;
         }
         self.refresh(shard).await

@@ -1,5 +1,6 @@
-//! Partition work routed to the shard that owns each partition: produce,
-//! fetch (long poll, gathered across shards), list offsets, delete records.
+//! Partition work routed to the shard that owns each partition
+//! (`on_partitions`, which `table::ingest` produces through), fetch (long
+//! poll, gathered across shards), list offsets, delete records.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -7,14 +8,13 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::future::{join_all, select, select_all, Either};
 
 use crate::by_partition::PartitionWork;
 use crate::error::{ErrorCode, KafkaError};
 use crate::memory::Grant;
-use crate::partition::{Partition, PartitionRead, ProduceResult};
+use crate::partition::{Partition, PartitionRead};
 
 use super::Shard;
 
@@ -74,8 +74,6 @@ pub struct FetchPartition {
 }
 
 impl Shard {
-    // ---- produce -------------------------------------------------------
-
     /// Runs `op` on each partition of `work`, on the shard that owns it:
     /// one hop per owning shard, the partitions of a shard concurrently.
     /// Each answer carries its place in the request (`PartitionWork::at`);
@@ -141,80 +139,6 @@ impl Shard {
                 out.push((at, Err(lost)));
             }
         }
-        out
-    }
-
-    // ---- produce -------------------------------------------------------
-
-    /// Appends to partitions wherever they live.
-    pub async fn produce(
-        self: &Rc<Self>,
-        work: Vec<PartitionWork<Bytes>>,
-        acks: i16,
-    ) -> Vec<(usize, ProduceResult)> {
-        self.produce_then(work, acks, None).await
-    }
-
-    /// `produce`, calling `appended` once every partition's batches have
-    /// their offsets (or were refused), before they are durable: a
-    /// connection's next produce may then append behind them (its order is
-    /// kept) and share their flush rather than wait for it.
-    pub async fn produce_then(
-        self: &Rc<Self>,
-        work: Vec<PartitionWork<Bytes>>,
-        acks: i16,
-        appended: Option<Box<dyn FnOnce()>>,
-    ) -> Vec<(usize, ProduceResult)> {
-        let Some(appended) = appended else {
-            let work = work.into_iter().map(|w| w.map(|b| (b, None))).collect();
-            return self.produce_told(work, acks).await;
-        };
-        let (work, told): (Vec<_>, Vec<_>) = work
-            .into_iter()
-            .map(|w| {
-                let (tell, told) = oneshot::channel();
-                (w.map(|b| (b, Some(tell))), told)
-            })
-            .unzip();
-        // A sender dropped unsent (a refusal, a lost hop) counts as told.
-        let all_told = async move {
-            join_all(told).await;
-            appended();
-        };
-        let (out, ()) = futures::join!(self.produce_told(work, acks), all_told);
-        out
-    }
-
-    async fn produce_told(
-        self: &Rc<Self>,
-        work: Vec<PartitionWork<(Bytes, Option<oneshot::Sender<()>>)>>,
-        acks: i16,
-    ) -> Vec<(usize, ProduceResult)> {
-        let out = self
-            .on_partitions(work, move |s, p, (records, tell): (Bytes, _)| async move {
-                crate::counters::add(&s.counters.partition_appends, 1);
-                crate::counters::add(&s.counters.appended_bytes, records.len() as u64);
-                let catalog = s.catalog();
-                let topic = catalog.topic(&p.topic);
-                let max = topic.map_or(i32::MAX, |t| t.config.max_message_bytes);
-                let schema = topic.and_then(|t| t.schema.as_ref());
-                let compacted = topic.is_some_and(|t| t.config.cleanup_policy.compacts());
-                if let Some(avro) = schema.filter(|t| t.avro_subject().is_some()) {
-                    // Checked here, where the writer schemas can be fetched
-                    // (a batch past max.message.bytes is not decoded: the
-                    // partition refuses it as too large).
-                    let batches = weir_storage::batch::split_produced(&records)?;
-                    if batches
-                        .iter()
-                        .all(|(h, _)| h.total_len() <= max.max(0) as usize)
-                    {
-                        crate::table::avro::check_produced(&s, &p.topic, avro, &batches).await?;
-                    }
-                }
-                p.produce(records, acks, max, schema, compacted, &s.cache, tell)
-                    .await
-            })
-            .await;
         out
     }
 

@@ -586,7 +586,7 @@ async fn write(
         .collect();
     let mut placed = vec![Value::Null; records.len() * 2];
     let parts: Vec<(&i32, &Vec<usize>)> = by_partition.iter().collect();
-    for (at, result) in shard.produce(work, -1).await {
+    for (at, result) in crate::table::ingest::produce(shard, work, -1).await {
         let appended = result.map_err(|e| SqlError::Statement(e.message))?;
         let (p, idx) = parts[at];
         for (n, &i) in idx.iter().enumerate() {

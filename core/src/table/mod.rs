@@ -7,6 +7,7 @@
 //! (checked, not converted) and makes rows as it reads them.
 
 pub mod avro;
+pub mod ingest;
 pub mod keyed;
 pub mod keyed_snapshot;
 pub mod row;

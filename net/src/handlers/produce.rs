@@ -76,7 +76,7 @@ pub async fn handle(cx: &RequestContext, req: ProduceRequest) -> Reply {
     // their offsets: its order is kept, and it shares their flush.
     let turn = caller.produce_turn.take();
     let appended = turn.map(|t| Box::new(move || drop(t)) as Box<dyn FnOnce()>);
-    let results = shard.produce_then(by.work(), acks, appended).await;
+    let results = weir_core::table::ingest::produce_then(shard, by.work(), acks, appended).await;
     let answers = by.answers(results);
     for ((name, id), parts) in &answers {
         for (partition, r) in parts {

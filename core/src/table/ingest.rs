@@ -1,0 +1,215 @@
+//! The one ingest step. A produce's records for a partition are checked
+//! once on the partition's owner into `ProducedBatches` (each batch's
+//! header parsed and its CRC checked, `split_produced`); then `ingest`
+//! applies the topic's rules in one place — `max.message.bytes`, a
+//! compacted topic's keys, a `_value` table's constraints, an Avro table's
+//! writer schemas, a typed table's conversion into rows — and says what to
+//! append. `Partition` then only appends, caches and waits.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use futures::future::join_all;
+use weir_storage::batch::{split_produced, BatchHeader};
+
+use crate::by_partition::PartitionWork;
+use crate::catalog::TopicMeta;
+use crate::clock::now_ms;
+use crate::error::{ErrorCode, KafkaError};
+use crate::partition::{Partition, ProduceResult};
+use crate::Shard;
+
+use super::schema::TableSchema;
+use super::MAX_DECOMPRESSED;
+
+/// A produce's batches for one partition, as produced, each header parsed
+/// and CRC checked once.
+pub struct ProducedBatches(Vec<(BatchHeader, Bytes)>);
+
+impl ProducedBatches {
+    /// Splits `records` into its batches; a malformed or corrupt batch
+    /// refuses them all.
+    pub fn check(records: &Bytes) -> Result<ProducedBatches, KafkaError> {
+        Ok(ProducedBatches(split_produced(records)?))
+    }
+}
+
+/// What the topic's rules made of a produce.
+pub enum Ingest {
+    /// Batches to append: as produced, or a typed table's rows.
+    Append(Vec<(BatchHeader, Bytes)>),
+    /// Nothing to store (no record became a row); an idempotent producer's
+    /// sequence still moves past these batches.
+    Skip(Vec<BatchHeader>),
+}
+
+/// Applies `topic`'s rules to a produce into partition `p` (on its owner):
+/// what to append, or why the whole produce is refused.
+pub async fn ingest(
+    shard: &Rc<Shard>,
+    p: &Partition,
+    topic: Option<&TopicMeta>,
+    batches: ProducedBatches,
+) -> Result<Ingest, KafkaError> {
+    let batches = batches.0;
+    let max = topic.map_or(i32::MAX, |t| t.config.max_message_bytes);
+    for (h, _) in &batches {
+        if h.total_len() > max.max(0) as usize {
+            return Err(KafkaError::new(
+                ErrorCode::MessageTooLarge,
+                format!(
+                    "a batch of {} bytes is larger than max.message.bytes {max} of {}-{}",
+                    h.total_len(),
+                    p.topic,
+                    p.index
+                ),
+            ));
+        }
+    }
+    let schema = topic.and_then(|t| t.schema.as_ref());
+    if let Some(avro) = schema.filter(|s| s.avro_subject().is_some()) {
+        // An Avro table keeps the records as produced, once each passes
+        // the writer schema it names (fetched from the registry).
+        super::avro::check_produced(shard, &p.topic, avro, &batches).await?;
+    }
+    // A keyed table's rows take their keys from their columns, so its
+    // producers need not key their records.
+    let rows_keyed = schema.is_some_and(|s| s.is_keyed() && !s.keeps_records());
+    if topic.is_some_and(|t| t.config.cleanup_policy.compacts()) && !rows_keyed {
+        for (h, b) in &batches {
+            check_keys(p, h, b)?;
+        }
+    }
+    match schema {
+        None => Ok(Ingest::Append(batches)),
+        Some(schema) if schema.avro_subject().is_some() => Ok(Ingest::Append(batches)),
+        Some(schema) if schema.keeps_records() => {
+            // A `_value` table keeps the records as produced, once each
+            // batch passes its checks (the whole request or nothing).
+            for (h, b) in &batches {
+                super::check_records(&p.topic, schema, h, b, MAX_DECOMPRESSED)?;
+            }
+            Ok(Ingest::Append(batches))
+        }
+        Some(schema) => to_rows(p, schema, batches),
+    }
+}
+
+/// A typed table stores rows: every record is converted (or the whole
+/// request refused) before anything is appended.
+fn to_rows(
+    p: &Partition,
+    schema: &TableSchema,
+    batches: Vec<(BatchHeader, Bytes)>,
+) -> Result<Ingest, KafkaError> {
+    let now = now_ms();
+    let stamp = p.log.config().log_append_time;
+    let mut rows = Vec::with_capacity(batches.len());
+    // The rows are held until all are converted: their total is bounded,
+    // and each batch may decompress only to what is left.
+    let mut budget = MAX_DECOMPRESSED;
+    for (h, b) in &batches {
+        if let Some(r) = super::rows_batch(&p.topic, schema, h, b, now, stamp, budget)? {
+            budget = budget.checked_sub(r.1.len()).ok_or_else(|| {
+                KafkaError::new(
+                    ErrorCode::RecordListTooLarge,
+                    format!(
+                        "the rows of this request to {} are over {MAX_DECOMPRESSED} bytes",
+                        p.topic
+                    ),
+                )
+            })?;
+            rows.push(r);
+        }
+    }
+    if rows.is_empty() {
+        return Ok(Ingest::Skip(batches.into_iter().map(|(h, _)| h).collect()));
+    }
+    Ok(Ingest::Append(rows))
+}
+
+/// A compacted topic keeps the latest record per key, so a record without
+/// one is refused (INVALID_RECORD, Kafka's own message).
+fn check_keys(p: &Partition, h: &BatchHeader, batch: &Bytes) -> Result<(), KafkaError> {
+    let records = weir_storage::records::batch_records(batch, h, MAX_DECOMPRESSED).map_err(|e| {
+        KafkaError::new(
+            ErrorCode::CorruptMessage,
+            format!("{}-{}: {e}", p.topic, p.index),
+        )
+    })?;
+    match records.iter().position(|r| r.key.is_none()) {
+        None => Ok(()),
+        Some(i) => {
+            let mut e = KafkaError::new(
+                ErrorCode::InvalidRecord,
+                format!(
+                    "Compacted topic cannot accept message without key in topic partition {}-{}.",
+                    p.topic, p.index
+                ),
+            );
+            e.record_index = Some(i as i32);
+            Err(e)
+        }
+    }
+}
+
+/// Produces each partition's records on its owner (`ingest`, then the
+/// partition appends): one hop per owning shard. With `acks` 1 or -1 each
+/// answer waits until its batches are durable.
+pub async fn produce(
+    shard: &Rc<Shard>,
+    work: Vec<PartitionWork<Bytes>>,
+    acks: i16,
+) -> Vec<(usize, ProduceResult)> {
+    produce_then(shard, work, acks, None).await
+}
+
+/// `produce`, calling `appended` once every partition's batches have their
+/// offsets (or were refused), before they are durable: a connection's next
+/// produce may then append behind them (its order is kept) and share their
+/// flush rather than wait for it.
+pub async fn produce_then(
+    shard: &Rc<Shard>,
+    work: Vec<PartitionWork<Bytes>>,
+    acks: i16,
+    appended: Option<Box<dyn FnOnce()>>,
+) -> Vec<(usize, ProduceResult)> {
+    let Some(appended) = appended else {
+        let work = work.into_iter().map(|w| w.map(|b| (b, None))).collect();
+        return produce_told(shard, work, acks).await;
+    };
+    let (work, told): (Vec<_>, Vec<_>) = work
+        .into_iter()
+        .map(|w| {
+            let (tell, told) = oneshot::channel();
+            (w.map(|b| (b, Some(tell))), told)
+        })
+        .unzip();
+    // A sender dropped unsent (a refusal, a lost hop) counts as told.
+    let all_told = async move {
+        join_all(told).await;
+        appended();
+    };
+    let (out, ()) = futures::join!(produce_told(shard, work, acks), all_told);
+    out
+}
+
+async fn produce_told(
+    shard: &Rc<Shard>,
+    work: Vec<PartitionWork<(Bytes, Option<oneshot::Sender<()>>)>>,
+    acks: i16,
+) -> Vec<(usize, ProduceResult)> {
+    shard
+        .on_partitions(work, move |s, p, (records, tell): (Bytes, _)| async move {
+            crate::counters::add(&s.counters.partition_appends, 1);
+            crate::counters::add(&s.counters.appended_bytes, records.len() as u64);
+            let batches = ProducedBatches::check(&records)?;
+            let catalog = s.catalog();
+            match ingest(&s, &p, catalog.topic(&p.topic), batches).await? {
+                Ingest::Append(batches) => p.append(&batches, acks, &s.cache, tell).await,
+                Ingest::Skip(headers) => p.skip(&headers).await,
+            }
+        })
+        .await
+}
