@@ -485,9 +485,9 @@ fn main() {
             let files = raise_open_files_limit(cfg.max_connections);
             let (kafka, http, shards) = (cfg.kafka_addr, cfg.http_addr, cfg.shards);
             let over = if tls.is_some() { " over TLS" } else { "" };
-            let serve: weir_core::shard::ServeFn =
+            let serve: weir_core::node::ServeFn =
                 Arc::new(move |shard| weir_net::server::bind(shard, tls.clone()));
-            let node = match weir_core::shard::start(cfg, serve) {
+            let node = match weir_core::node::start(cfg, serve) {
                 Ok(n) => n,
                 Err(e) => {
                     eprintln!("weir: {e}");

@@ -35,6 +35,7 @@ pub mod latency;
 pub mod listeners;
 pub mod memory;
 pub mod metrics;
+pub mod node;
 pub mod partition;
 pub mod partitioner;
 pub mod producer_ids;
@@ -50,7 +51,8 @@ pub mod watchdog;
 pub use by_partition::{ByPartition, PartitionWork};
 pub use config::NodeConfig;
 pub use error::{ErrorCode, KafkaError};
-pub use shard::{Node, Shard};
+pub use node::Node;
+pub use shard::Shard;
 pub use topic_partition::{TopicPartition, TopicPartitionRef};
 // What the Kafka front end needs of storage, so it depends on this crate
 // alone: stored batches in shared pieces, and what an append answers.

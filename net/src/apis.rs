@@ -142,7 +142,7 @@ mod tests {
 
     use bytes::BytesMut;
     use kafka_protocol::messages::ResponseKind;
-    use weir_core::shard::ServeFn;
+    use weir_core::node::ServeFn;
     use weir_core::NodeConfig;
 
     use super::*;
@@ -186,9 +186,9 @@ mod tests {
                 }
                 let _ = tx.send(outcomes);
                 Ok(())
-            }) as weir_core::shard::Serving)
+            }) as weir_core::node::Serving)
         });
-        let node = weir_core::shard::start(config, serve).expect("a node starts");
+        let node = weir_core::node::start(config, serve).expect("a node starts");
         let outcomes = rx
             .recv_timeout(std::time::Duration::from_secs(60))
             .expect("every handler answers within a minute");

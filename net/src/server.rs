@@ -12,8 +12,8 @@ use futures_rustls::TlsAcceptor;
 use glommio::net::TcpListener;
 use glommio::sync::Semaphore;
 use weir_core::auth::acl::{Operation, ResourceType};
+use weir_core::node::Serving;
 use weir_core::registry::api as registry;
-use weir_core::shard::Serving;
 use weir_core::Shard;
 
 use crate::connection;

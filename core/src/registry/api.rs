@@ -86,7 +86,7 @@ pub fn decode(s: &str, query: bool) -> String {
 
 /// Answers `req` (on the registry's shard).
 pub async fn handle(shard: &Rc<Shard>, req: Request) -> Answer {
-    let reg = &shard.registry;
+    let reg = shard.state::<super::Registry>();
     // Changes one at a time: each is checked against the state it changes.
     let _turn = match req.writes() {
         true => Some(reg.writing.lock().await),
@@ -95,7 +95,7 @@ pub async fn handle(shard: &Rc<Shard>, req: Request) -> Answer {
     if let Err(a) = reg.refresh(shard).await {
         return a;
     }
-    route(shard, reg, &req).await
+    route(shard, &reg, &req).await
 }
 
 async fn route(shard: &Rc<Shard>, reg: &Registry, req: &Request) -> Answer {

@@ -30,6 +30,8 @@ use state::{encode, Change, State};
 /// The topic the registry keeps its records in (Confluent's name).
 pub const TOPIC: &str = "_schemas";
 
+impl crate::shard::ShardState for Registry {}
+
 /// One shard's registry (used only on the shard that owns `_schemas`-0).
 #[derive(Default)]
 pub struct Registry {
@@ -101,8 +103,9 @@ fn fetched(st: &State, id: i32) -> Option<Fetched> {
 pub async fn schemas_by_id(shard: &Rc<Shard>, ids: Vec<i32>) -> Result<Vec<Fetched>, String> {
     shard
         .invoke_on(owner(shard), move |s| async move {
-            s.registry.refresh(&s).await.map_err(|a| a.body)?;
-            let st = s.registry.state.borrow();
+            let registry = s.state::<Registry>();
+            registry.refresh(&s).await.map_err(|a| a.body)?;
+            let st = registry.state.borrow();
             Ok(ids.iter().filter_map(|id| fetched(&st, *id)).collect())
         })
         .await
@@ -113,8 +116,9 @@ pub async fn schemas_by_id(shard: &Rc<Shard>, ids: Vec<i32>) -> Result<Vec<Fetch
 pub async fn latest(shard: &Rc<Shard>, subject: String) -> Result<Option<Fetched>, String> {
     shard
         .invoke_on(owner(shard), move |s| async move {
-            s.registry.refresh(&s).await.map_err(|a| a.body)?;
-            let st = s.registry.state.borrow();
+            let registry = s.state::<Registry>();
+            registry.refresh(&s).await.map_err(|a| a.body)?;
+            let st = registry.state.borrow();
             let id = st.versions(&subject, false).last().map(|(_, v)| v.id);
             Ok(id.and_then(|id| fetched(&st, id)))
         })

@@ -305,13 +305,13 @@ impl Shard {
                 p.cache.clear();
                 p.log.destroy();
             }
-            self.keyed.forget(&key);
+            self.partition_removed(&key);
         }
         *self.catalog.borrow_mut() = cat.clone();
         self.open_owned_partitions(&cat).await
     }
 
-    pub(super) async fn open_owned_partitions(
+    pub(crate) async fn open_owned_partitions(
         self: &Rc<Self>,
         cat: &Catalog,
     ) -> Result<(), KafkaError> {

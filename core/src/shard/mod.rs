@@ -10,6 +10,7 @@
 //! made on the catalog shard and installed everywhere), `start` (executors,
 //! start-up and the running `Node`).
 
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -35,11 +36,9 @@ use crate::{TopicPartition, TopicPartitionRef};
 
 mod admin;
 mod routed;
-mod start;
 
 pub use admin::{ConfigChange, NewTopic};
 pub use routed::{FetchPartition, OffsetQuery};
-pub use start::{start, Node, ServeFn, Serving};
 
 /// Work sent to another shard: runs there with that shard's state.
 pub type ShardJob = Box<dyn FnOnce(Rc<Shard>) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
@@ -47,9 +46,23 @@ pub type ShardJob = Box<dyn FnOnce(Rc<Shard>) -> Pin<Box<dyn Future<Output = ()>
 /// The shard that owns the catalog and makes every change to it.
 pub const CATALOG_SHARD: usize = 0;
 
-/// How long a stopping shard spends snapshotting keyed rows, at most (of
-/// the node's 30 s to stop).
-const STOP_SNAPSHOTS_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+/// A feature's state on one shard (a keyed table's rows, the registry's,
+/// the Avro writer schemas fetched), made on first use and reached through
+/// [`Shard::state`]. The runtime knows features only through this trait,
+/// so they depend on the shard and never the reverse.
+pub trait ShardState: Any {
+    /// Partition `tp` is gone from this shard (deleted, or its topic
+    /// re-created): forget what is held of it.
+    fn partition_removed(&self, _tp: &TopicPartition) {}
+}
+
+/// One feature's state, by its type.
+#[derive(Clone)]
+struct Feature {
+    ty: TypeId,
+    any: Rc<dyn Any>,
+    hooks: Rc<dyn ShardState>,
+}
 
 /// What one shard measures of its work besides its counters
 /// (`crate::counters`): errors answered, requests' latency by API, and the
@@ -109,21 +122,81 @@ pub struct Shard {
     producer_ids: RefCell<Option<crate::producer_ids::ProducerIds>>,
     /// The consumer groups this shard coordinates.
     pub groups: Coordinator,
-    /// The keyed tables' current rows of the partitions this shard owns.
-    pub keyed: crate::table::keyed::KeyedTables,
-    /// The schema registry (used on the shard that owns `_schemas`-0).
-    pub registry: crate::registry::Registry,
-    /// The Avro writer schemas this shard has fetched from the registry.
-    pub writers: crate::table::avro::WriterSchemas,
+    /// Each feature's state on this shard (`state`), made on first use.
+    features: RefCell<Vec<Feature>>,
     /// Failed sign-ins per client address (this shard's connections).
     pub sign_in_throttle: crate::auth::throttle::Throttle,
     /// Every shard's heartbeat (this one beats its own).
     hearts: Arc<crate::watchdog::Hearts>,
 }
 
+/// What a shard is made of at start-up (`crate::node`).
+pub struct ShardParts {
+    pub id: usize,
+    pub config: Arc<NodeConfig>,
+    pub catalog: Arc<Catalog>,
+    pub mesh: Senders<ShardJob>,
+    pub stopping: Arc<AtomicBool>,
+    pub hearts: Arc<crate::watchdog::Hearts>,
+    pub groups: Coordinator,
+    /// The catalog shard's only.
+    pub producer_ids: Option<crate::producer_ids::ProducerIds>,
+}
+
 impl Shard {
+    pub fn new(parts: ShardParts) -> Shard {
+        let config = parts.config;
+        Shard {
+            id: parts.id,
+            nr_shards: config.shards,
+            catalog: RefCell::new(parts.catalog),
+            partitions: RefCell::new(HashMap::new()),
+            cache: RefCell::new(TailCache::new(config.cache_bytes_per_shard)),
+            request_memory: crate::memory::MemoryBudget::new(
+                config.request_memory_bytes.max(config.max_request_bytes),
+            ),
+            answer_memory: crate::memory::MemoryBudget::new(
+                config.answer_memory_bytes.max(config.fetch_max_bytes),
+            ),
+            mesh: parts.mesh,
+            catalog_lock: Semaphore::new(1),
+            stopping: parts.stopping,
+            counters: Counters::default(),
+            stats: ShardStats::default(),
+            producer_ids: RefCell::new(parts.producer_ids),
+            groups: parts.groups,
+            features: RefCell::default(),
+            sign_in_throttle: Default::default(),
+            hearts: parts.hearts,
+            config,
+        }
+    }
+
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog.borrow().clone()
+    }
+
+    /// This shard's state of feature `T`, made (empty) on first use.
+    pub fn state<T: ShardState + Default>(&self) -> Rc<T> {
+        let ty = TypeId::of::<T>();
+        if let Some(f) = self.features.borrow().iter().find(|f| f.ty == ty) {
+            return f.any.clone().downcast().expect("kept under its own type");
+        }
+        let made = Rc::new(T::default());
+        self.features.borrow_mut().push(Feature {
+            ty,
+            any: made.clone(),
+            hooks: made.clone(),
+        });
+        made
+    }
+
+    /// Tells every feature that partition `tp` is gone from this shard.
+    fn partition_removed(&self, tp: &TopicPartition) {
+        let features = self.features.borrow().clone();
+        for f in features {
+            f.hooks.partition_removed(tp);
+        }
     }
 
     /// Whether clients must sign in (a role token is set or a user exists).
@@ -440,51 +513,6 @@ impl Shard {
                     bump(&self.counters.compaction_errors, 1);
                     log::warn!("{}-{}: compaction failed: {e}", p.topic, p.index);
                 }
-            }
-        }
-    }
-
-    /// Snapshots the rows of each keyed table partition of this shard that
-    /// is due one (`table::keyed`): a segment rolled since its last, or,
-    /// `stopping`, anything applied since (then for at most
-    /// `STOP_SNAPSHOTS_FOR` in all: the node's stop has a deadline, and
-    /// what is not written is read from the log at the next start). One at
-    /// a time.
-    pub async fn snapshot_keyed(self: &Rc<Self>, stopping: bool) {
-        let catalog = self.catalog();
-        let parts: Vec<_> = self.partitions.borrow().values().cloned().collect();
-        let began = std::time::Instant::now();
-        for p in parts {
-            if self.is_stopping() != stopping {
-                return;
-            }
-            if stopping && began.elapsed() > STOP_SNAPSHOTS_FOR {
-                log::info!(
-                    "stop: keyed rows not snapshotted past {} s; the next start reads them from the log",
-                    STOP_SNAPSHOTS_FOR.as_secs()
-                );
-                return;
-            }
-            let Some(meta) = catalog.topics.get(&p.topic) else {
-                continue;
-            };
-            let Some(schema) = meta.schema.as_ref().filter(|s| s.is_keyed()) else {
-                continue;
-            };
-            let started = std::time::Instant::now();
-            match self.keyed.snapshot(self, &p, meta, schema, stopping).await {
-                Ok(true) => log::info!(
-                    "{}-{}: keyed rows snapshotted in {} ms",
-                    p.topic,
-                    p.index,
-                    started.elapsed().as_millis()
-                ),
-                Ok(false) => {}
-                Err(e) => log::warn!(
-                    "{}-{}: snapshotting the keyed rows failed (a restart replays more of the log): {e}",
-                    p.topic,
-                    p.index
-                ),
             }
         }
     }

@@ -610,19 +610,20 @@ pub async fn check_produced(
         })?;
         // The ids to ask the registry for: not held, or held without the
         // table's subject a while ago.
+        let writers = shard.state::<WriterSchemas>();
         let wanted: BTreeSet<u32> = records
             .iter()
             .filter_map(|r| r.value.as_deref().and_then(|v| unframe(v).ok()))
             .map(|(id, _)| id)
-            .filter(|id| match shard.writers.get(*id) {
+            .filter(|id| match writers.get(*id) {
                 Ok(w) => {
                     !w.subjects.iter().any(|s| s == subject) && w.asked.elapsed() > REFETCH_AFTER
                 }
-                Err(_) => !shard.writers.holds(*id),
+                Err(_) => !writers.holds(*id),
             })
             .collect();
         if !wanted.is_empty() {
-            shard.writers.fetch(shard, wanted).await.map_err(|why| {
+            writers.fetch(shard, wanted).await.map_err(|why| {
                 KafkaError::new(
                     ErrorCode::UnknownServerError,
                     format!("table {topic}: asking the schema registry: {why}"),
@@ -635,7 +636,7 @@ pub async fn check_produced(
                 value: r.value.as_deref(),
                 timestamp_ms: r.timestamp,
             };
-            check_record(schema, &shard.writers, &incoming)
+            check_record(schema, &writers, &incoming)
                 .map_err(|why| super::refusal(topic, i, r.value.as_deref(), why))?;
         }
     }
@@ -651,6 +652,8 @@ pub async fn latest(shard: &Rc<Shard>, subject: &str) -> Result<Writer, String> 
         .ok_or_else(|| format!("subject {subject} has no schema in the registry"))?;
     Writer::new(&f).map_err(|why| format!("subject {subject}'s latest schema: {why}"))
 }
+
+impl crate::shard::ShardState for WriterSchemas {}
 
 /// The writer schemas one shard holds, by id.
 #[derive(Default)]

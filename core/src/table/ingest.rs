@@ -132,12 +132,13 @@ fn to_rows(
 /// A compacted topic keeps the latest record per key, so a record without
 /// one is refused (INVALID_RECORD, Kafka's own message).
 fn check_keys(p: &Partition, h: &BatchHeader, batch: &Bytes) -> Result<(), KafkaError> {
-    let records = weir_storage::records::batch_records(batch, h, MAX_DECOMPRESSED).map_err(|e| {
-        KafkaError::new(
-            ErrorCode::CorruptMessage,
-            format!("{}-{}: {e}", p.topic, p.index),
-        )
-    })?;
+    let records =
+        weir_storage::records::batch_records(batch, h, MAX_DECOMPRESSED).map_err(|e| {
+            KafkaError::new(
+                ErrorCode::CorruptMessage,
+                format!("{}-{}: {e}", p.topic, p.index),
+            )
+        })?;
     match records.iter().position(|r| r.key.is_none()) {
         None => Ok(()),
         Some(i) => {

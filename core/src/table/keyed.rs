@@ -33,6 +33,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
+use super::avro::WriterSchemas;
 use super::keyed_snapshot::{self, parse_row, RowSource, Snapshot};
 use super::scan::{each_record, table_row, ScanError};
 use super::schema::TableSchema;
@@ -473,6 +474,62 @@ pub struct KeyedTables {
     tables: RefCell<HashMap<TopicPartition, Held>>,
 }
 
+impl crate::shard::ShardState for KeyedTables {
+    fn partition_removed(&self, tp: &TopicPartition) {
+        self.forget(tp);
+    }
+}
+
+/// How long a stopping shard spends snapshotting keyed rows, at most (of
+/// the node's 30 s to stop).
+const STOP_SNAPSHOTS_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Snapshots the rows of each keyed table partition of this shard that
+/// is due one (`table::keyed`): a segment rolled since its last, or,
+/// `stopping`, anything applied since (then for at most
+/// `STOP_SNAPSHOTS_FOR` in all: the node's stop has a deadline, and
+/// what is not written is read from the log at the next start). One at
+/// a time.
+pub async fn snapshot_due(shard: &Rc<Shard>, stopping: bool) {
+    let catalog = shard.catalog();
+    let parts = shard.owned_partitions();
+    let began = std::time::Instant::now();
+    let tables = shard.state::<KeyedTables>();
+    for p in parts {
+        if shard.is_stopping() != stopping {
+            return;
+        }
+        if stopping && began.elapsed() > STOP_SNAPSHOTS_FOR {
+            log::info!(
+                "stop: keyed rows not snapshotted past {} s; the next start reads them from the log",
+                STOP_SNAPSHOTS_FOR.as_secs()
+            );
+            return;
+        }
+        let Some(meta) = catalog.topics.get(&p.topic) else {
+            continue;
+        };
+        let Some(schema) = meta.schema.as_ref().filter(|s| s.is_keyed()) else {
+            continue;
+        };
+        let started = std::time::Instant::now();
+        match tables.snapshot(shard, &p, meta, schema, stopping).await {
+            Ok(true) => log::info!(
+                "{}-{}: keyed rows snapshotted in {} ms",
+                p.topic,
+                p.index,
+                started.elapsed().as_millis()
+            ),
+            Ok(false) => {}
+            Err(e) => log::warn!(
+                "{}-{}: snapshotting the keyed rows failed (a restart replays more of the log): {e}",
+                p.topic,
+                p.index
+            ),
+        }
+    }
+}
+
 impl KeyedTables {
     /// The partition's rows with every record up to its high watermark
     /// applied (the records appended since the last scan are read now;
@@ -514,6 +571,7 @@ impl KeyedTables {
             st.upto
         };
         let avro = schema.avro_subject().map(|_| shard);
+        let writers = shard.state::<WriterSchemas>();
         each_record(p, from, avro, &mut |r| {
             let mut st = rows.borrow_mut();
             // A concurrent scan may have applied this record already.
@@ -524,7 +582,7 @@ impl KeyedTables {
                 let entry = Entry {
                     offset: r.offset,
                     timestamp: r.timestamp,
-                    row: table_row(schema, &shard.writers, r)?,
+                    row: table_row(schema, &writers, r)?,
                 };
                 st.apply(k, entry);
             }

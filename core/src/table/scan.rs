@@ -13,7 +13,7 @@ use weir_storage::batch::BatchIter;
 use weir_storage::records::{batch_records, Record};
 
 use super::avro::{self, WriterSchemas};
-use super::keyed::{Claim, Losers};
+use super::keyed::{Claim, KeyedTables, Losers};
 use super::row::{record_row, Incoming};
 use super::schema::{bytes_value, format_timestamp, ColumnType, TableSchema, RAW_COLUMNS};
 use super::MAX_DECOMPRESSED;
@@ -210,7 +210,7 @@ pub(crate) async fn each_record(
             if let Some(shard) = avro {
                 let values = rows.iter().map(|r| r.value.as_deref());
                 shard
-                    .writers
+                    .state::<WriterSchemas>()
                     .fetch_missing(shard, values)
                     .await
                     .map_err(|why| {
@@ -265,19 +265,18 @@ async fn scan_rows(
         }
         Some(schema) if !schema.is_keyed() => {
             let avro = schema.avro_subject().map(|_| shard);
-            each_record(
-                p,
-                0,
-                avro,
-                &mut |r| match table_row(schema, &shard.writers, r)? {
-                    Some(row) => keep(shape.trim(row)),
-                    None => Ok(ControlFlow::Continue(())),
-                },
-            )
+            let writers = shard.state::<WriterSchemas>();
+            each_record(p, 0, avro, &mut |r| match table_row(schema, &writers, r)? {
+                Some(row) => keep(shape.trim(row)),
+                None => Ok(ControlFlow::Continue(())),
+            })
             .await?;
         }
         Some(schema) => {
-            let rows = shard.keyed.refreshed(shard, p, meta, schema).await?;
+            let rows = shard
+                .state::<KeyedTables>()
+                .refreshed(shard, p, meta, schema)
+                .await?;
             let rows = rows.borrow();
             for r in rows.rows_in_offset_order(p.index, shape.losers.as_deref()) {
                 let r =
@@ -418,7 +417,10 @@ async fn keyed_rows(
     meta: &TopicMeta,
 ) -> Result<Rc<std::cell::RefCell<super::keyed::KeyedRows>>, ScanError> {
     let schema = meta.schema.as_ref().expect("a keyed table");
-    shard.keyed.refreshed(shard, p, meta, schema).await
+    shard
+        .state::<KeyedTables>()
+        .refreshed(shard, p, meta, schema)
+        .await
 }
 
 /// A keyed table partition's copies of keys whose home is another

@@ -1,0 +1,232 @@
+//! One shard's life on its executor, in named steps: open (the mesh, the
+//! group log, the shard and its partitions), serve (bind, then accept once
+//! every shard is ready), background work (compaction, keyed snapshots),
+//! the tick (heartbeat, groups, transactions, retention) and stop.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use glommio::channels::channel_mesh::Receivers;
+use glommio::Task;
+
+use crate::groups::Coordinator;
+use crate::shard::{Shard, ShardJob, ShardParts, CATALOG_SHARD};
+
+use super::Launch;
+
+/// Ticks between looks at transactions to complete or abort (a second).
+const TXN_EVERY: u64 = 10;
+/// Ticks between expiries of idle transactional ids (a minute).
+const TXN_EXPIRY_EVERY: u64 = 600;
+
+/// How often each keyed table partition's rows are brought up to date and
+/// checked for a due snapshot (`table::keyed`): a restart after a kill reads
+/// at most about this much of the log past the newest snapshot, besides
+/// `TAIL_RECORDS`.
+const KEYED_SNAPSHOT_EVERY: Duration = Duration::from_secs(1);
+
+/// Runs shard `id` from start-up to its stop.
+pub(super) async fn run(id: usize, launch: Launch) {
+    // Beating from the first moment (start-up included; the tick loop
+    // takes over once serving): the watchdog wakes a shard that sleeps
+    // through its own timer.
+    launch.hearts.register(id);
+    let heartbeat = {
+        let (hearts, stopping) = (launch.hearts.clone(), launch.stopping.clone());
+        glommio::spawn_local(async move {
+            while !stopping.load(Ordering::Relaxed) {
+                glommio::timer::sleep(crate::watchdog::BEAT).await;
+                hearts.beat(id);
+            }
+        })
+    };
+    let (shard, mesh_tasks) = match open(id, &launch).await {
+        Ok(opened) => opened,
+        Err(e) => {
+            let _ = launch.ready.send(Err(e));
+            return;
+        }
+    };
+    let server = match serve(&shard, &launch) {
+        Ok(server) => server,
+        Err(e) => {
+            let _ = launch.ready.send(Err(e));
+            return;
+        }
+    };
+    let _ = launch.ready.send(Ok(id));
+    // From here the shard's tick beats its heart: one timer, not two
+    // unaligned ones waking an idle shard.
+    heartbeat.cancel().await;
+    let background = background_work(&shard);
+    tick(&shard, &launch).await;
+    stop(&shard, server, background, mesh_tasks).await;
+    // Keep this executor until every shard has stopped. Reads of cancelled
+    // tasks (a SQL scan's, a read-ahead) may still be in the kernel: their
+    // buffers live while the executor does, and once it is dropped the
+    // kernel may still write into memory the allocator hands to another
+    // thread. After every shard's last write, nothing such a read lands on
+    // is written anywhere.
+    launch.stopped.fetch_add(1, Ordering::AcqRel);
+    while launch.stopped.load(Ordering::Acquire) < launch.config.shards {
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Joins the mesh, opens the group log, makes the shard, starts running
+/// the jobs other shards send it, and opens the partitions it owns.
+async fn open(id: usize, launch: &Launch) -> Result<(Rc<Shard>, Vec<Task<()>>), String> {
+    let config = &launch.config;
+    let (senders, receivers) = launch
+        .mesh
+        .clone()
+        .join()
+        .await
+        .map_err(|_| format!("shard {id}: joining the channel mesh failed"))?;
+    weir_storage::segment::prepare_direct_io(&config.data_dir)
+        .await
+        .map_err(|e| e.to_string())?;
+    let groups = Coordinator::open(&config.data_dir, id, config.shards, config.groups)
+        .await
+        .map_err(|e| format!("shard {id}: opening the group log: {e}"))?;
+    let producer_ids = match id == CATALOG_SHARD {
+        true => Some(crate::producer_ids::ProducerIds::load(&config.data_dir)?),
+        false => None,
+    };
+    let shard = Rc::new(Shard::new(ShardParts {
+        id,
+        config: config.clone(),
+        catalog: launch.catalog.clone(),
+        mesh: senders,
+        stopping: launch.stopping.clone(),
+        hearts: launch.hearts.clone(),
+        groups,
+        producer_ids,
+    }));
+    let mesh_tasks = run_jobs(&shard, receivers);
+    shard
+        .open_owned_partitions(&launch.catalog)
+        .await
+        .map_err(|e| format!("shard {id}: opening partitions: {e}"))?;
+    Ok((shard, mesh_tasks))
+}
+
+/// Runs each job another shard sends this one, as a task of its own.
+fn run_jobs(shard: &Rc<Shard>, mut receivers: Receivers<ShardJob>) -> Vec<Task<()>> {
+    receivers
+        .streams()
+        .into_iter()
+        .map(|(_, rx)| {
+            let s = shard.clone();
+            glommio::spawn_local(async move {
+                while let Some(job) = rx.recv().await {
+                    glommio::spawn_local(job(s.clone())).detach();
+                }
+            })
+        })
+        .collect()
+}
+
+/// Binds the shard's ports (`ServeFn`) and starts serving once every shard
+/// is ready: Metadata names every shard's port, and a request may hop to
+/// any shard. Clients that connect meanwhile wait in the listen backlog.
+fn serve(shard: &Rc<Shard>, launch: &Launch) -> Result<Task<()>, String> {
+    let serving = (launch.serve)(shard.clone())?;
+    let (stopping, all_ready, id) = (launch.stopping.clone(), launch.all_ready.clone(), shard.id);
+    Ok(glommio::spawn_local(async move {
+        // Start-up only, so a short poll.
+        while !all_ready.load(Ordering::Acquire) {
+            if stopping.load(Ordering::Relaxed) {
+                return;
+            }
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        if let Err(e) = serving.await {
+            log::error!("shard {id} stopped serving: {e}");
+            stopping.store(true, Ordering::Relaxed);
+        }
+    }))
+}
+
+/// Compaction, and keyed tables' rows kept up to date and snapshotted, run
+/// beside the requests at a tenth of their share of the core when both
+/// have work (glommio's shares), yielding between batches: produce and
+/// fetch latency stay as they were.
+fn background_work(shard: &Rc<Shard>) -> Vec<Task<()>> {
+    let config = &shard.config;
+    let every_check = config.compaction_check_interval;
+    let every_snapshot = every_check.min(KEYED_SNAPSHOT_EVERY);
+    let cleaner = {
+        let shard = shard.clone();
+        in_background("compaction", async move {
+            loop {
+                glommio::timer::sleep(every_check).await;
+                shard.compact_all().await;
+            }
+        })
+    };
+    let snapshots = {
+        let shard = shard.clone();
+        in_background("keyed-snapshots", async move {
+            loop {
+                glommio::timer::sleep(every_snapshot).await;
+                crate::table::keyed::snapshot_due(&shard, false).await;
+            }
+        })
+    };
+    vec![cleaner, snapshots]
+}
+
+/// Runs `work` in a task queue of its own with a tenth of the requests'
+/// shares.
+fn in_background(name: &str, work: impl std::future::Future<Output = ()> + 'static) -> Task<()> {
+    let queue = glommio::executor().create_task_queue(
+        glommio::Shares::Static(100),
+        glommio::Latency::NotImportant,
+        name,
+    );
+    glommio::spawn_local_into(work, queue).expect("a background task queue")
+}
+
+/// Beats the shard's heart and does its periodic work until the node
+/// stops: groups' timeouts, transactions to complete or expire, retention.
+async fn tick(shard: &Rc<Shard>, launch: &Launch) {
+    let mut ticks = 0u64;
+    let beat = crate::watchdog::BEAT;
+    let retention_every =
+        (launch.config.retention_check_interval.as_millis() / beat.as_millis()).max(1) as u64;
+    while !launch.stopping.load(Ordering::Relaxed) {
+        glommio::timer::sleep(beat).await;
+        launch.hearts.beat(shard.id);
+        ticks += 1;
+        shard.groups.tick();
+        if ticks.is_multiple_of(TXN_EVERY) {
+            shard.txn_tick(ticks.is_multiple_of(TXN_EXPIRY_EVERY));
+        }
+        if ticks.is_multiple_of(retention_every) {
+            shard.enforce_retention();
+        }
+    }
+}
+
+/// Stops taking requests, then syncs what was appended and answers its
+/// producers, then stops serving other shards.
+async fn stop(
+    shard: &Rc<Shard>,
+    server: Task<()>,
+    background: Vec<Task<()>>,
+    mesh_tasks: Vec<Task<()>>,
+) {
+    server.cancel().await;
+    for t in background {
+        t.cancel().await;
+    }
+    crate::table::keyed::snapshot_due(shard, true).await;
+    shard.close_all().await;
+    shard.groups.close().await;
+    for t in mesh_tasks {
+        t.cancel().await;
+    }
+    log::info!("shard {} stopped", shard.id);
+}
