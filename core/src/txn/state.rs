@@ -28,12 +28,7 @@ mod errors;
 #[cfg(test)]
 mod tests;
 
-pub use errors::{
-    fenced_code, TxnError, API_ADD_OFFSETS_TO_TXN, API_ADD_PARTITIONS_TO_TXN, API_END_TXN,
-    API_INIT_PRODUCER_ID, API_PRODUCE, API_TXN_OFFSET_COMMIT, CONCURRENT_TRANSACTIONS,
-    INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TRANSACTION_TIMEOUT,
-    INVALID_TXN_STATE, PRODUCER_FENCED, TRANSACTIONAL_ID_NOT_FOUND,
-};
+pub use errors::{fenced_code, TxnApi, TxnError};
 
 /// The producer id and epoch of "none" in Kafka's records.
 pub const NO_PRODUCER_ID: i64 = -1;

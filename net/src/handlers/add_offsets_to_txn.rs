@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use weir_core::auth::acl::{Operation, ResourceType};
-use weir_core::txn::state::API_ADD_OFFSETS_TO_TXN;
+use weir_core::txn::state::TxnApi;
 use weir_core::{ErrorCode, Shard};
 
 use super::Caller;
@@ -34,7 +34,7 @@ pub async fn handle(
             Ok(()) => 0,
             Err(e) => {
                 log::debug!("AddOffsetsToTxn {id:?}: {e}");
-                e.code(API_ADD_OFFSETS_TO_TXN, version)
+                e.code(TxnApi::AddOffsetsToTxn, version)
             }
         }
     };

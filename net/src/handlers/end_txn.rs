@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 use weir_core::auth::acl::{Operation, ResourceType};
-use weir_core::txn::state::API_END_TXN;
+use weir_core::txn::state::TxnApi;
 use weir_core::{ErrorCode, Shard};
 
 use super::Caller;
@@ -34,7 +34,7 @@ pub async fn handle(
             .with_producer_epoch(epoch),
         Err(e) => {
             log::debug!("EndTxn {id:?}: {e}");
-            answer.with_error_code(e.code(API_END_TXN, version))
+            answer.with_error_code(e.code(TxnApi::EndTxn, version))
         }
     }
 }

@@ -8,7 +8,7 @@
 use std::rc::Rc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
-use weir_core::txn::state::API_INIT_PRODUCER_ID;
+use weir_core::txn::state::TxnApi;
 use weir_core::{ErrorCode, Shard};
 
 pub const MIN: i16 = 0;
@@ -40,7 +40,7 @@ pub async fn handle(
             Ok((pid, epoch)) => ok(pid, epoch),
             Err(e) => {
                 log::debug!("InitProducerId {id:?}: {e}");
-                fail(e.code(API_INIT_PRODUCER_ID, version))
+                fail(e.code(TxnApi::InitProducerId, version))
             }
         };
     }

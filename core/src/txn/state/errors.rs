@@ -2,33 +2,27 @@
 //! Kafka error code, which for a fenced producer depends on the request's
 //! API and version.
 
-/// API keys of the requests whose fenced answer depends on the version.
-pub const API_PRODUCE: i16 = 0;
-/// InitProducerId.
-pub const API_INIT_PRODUCER_ID: i16 = 22;
-/// AddPartitionsToTxn.
-pub const API_ADD_PARTITIONS_TO_TXN: i16 = 24;
-/// AddOffsetsToTxn.
-pub const API_ADD_OFFSETS_TO_TXN: i16 = 25;
-/// EndTxn.
-pub const API_END_TXN: i16 = 26;
-/// TxnOffsetCommit.
-pub const API_TXN_OFFSET_COMMIT: i16 = 28;
+use crate::error::ErrorCode;
 
-/// Kafka's error codes for the coordinator's answers.
-pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-/// See [`INVALID_PRODUCER_EPOCH`].
-pub const INVALID_TXN_STATE: i16 = 48;
-/// See [`INVALID_PRODUCER_EPOCH`].
-pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-/// See [`INVALID_PRODUCER_EPOCH`].
-pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
-/// See [`INVALID_PRODUCER_EPOCH`].
-pub const CONCURRENT_TRANSACTIONS: i16 = 51;
-/// See [`INVALID_PRODUCER_EPOCH`].
-pub const PRODUCER_FENCED: i16 = 90;
-/// See [`INVALID_PRODUCER_EPOCH`].
-pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+/// The transactional requests whose answer to a fenced producer depends on
+/// the request's version (see [`fenced_code`]); their API keys are the
+/// protocol's (`kafka_protocol::messages::ApiKey`), named here so the
+/// coordinator needs no protocol crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TxnApi {
+    /// Produce.
+    Produce,
+    /// InitProducerId.
+    InitProducerId,
+    /// AddPartitionsToTxn.
+    AddPartitionsToTxn,
+    /// AddOffsetsToTxn.
+    AddOffsetsToTxn,
+    /// EndTxn.
+    EndTxn,
+    /// TxnOffsetCommit.
+    TxnOffsetCommit,
+}
 
 /// The code a fenced producer gets from a request of this API and version.
 ///
@@ -46,18 +40,17 @@ pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 /// | Produce (0)             | never                | all: 47         |
 ///
 /// TxnOffsetCommit and Produce never answer 90: Kafka rejects their stale
-/// epochs in the log's producer state, as INVALID_PRODUCER_EPOCH. Any other
-/// API gets 47 too.
-pub fn fenced_code(api_key: i16, version: i16) -> i16 {
-    let first_with_fenced = match api_key {
-        API_INIT_PRODUCER_ID => 4,
-        API_ADD_PARTITIONS_TO_TXN | API_ADD_OFFSETS_TO_TXN | API_END_TXN => 2,
-        _ => return INVALID_PRODUCER_EPOCH,
+/// epochs in the log's producer state, as INVALID_PRODUCER_EPOCH.
+pub fn fenced_code(api: TxnApi, version: i16) -> ErrorCode {
+    let first_with_fenced = match api {
+        TxnApi::InitProducerId => 4,
+        TxnApi::AddPartitionsToTxn | TxnApi::AddOffsetsToTxn | TxnApi::EndTxn => 2,
+        TxnApi::Produce | TxnApi::TxnOffsetCommit => return ErrorCode::InvalidProducerEpoch,
     };
     if version >= first_with_fenced {
-        PRODUCER_FENCED
+        ErrorCode::ProducerFenced
     } else {
-        INVALID_PRODUCER_EPOCH
+        ErrorCode::InvalidProducerEpoch
     }
 }
 
@@ -84,22 +77,22 @@ pub enum TxnError {
 impl TxnError {
     /// The Kafka error code; `fenced_code_supported` says whether the
     /// request's version knows PRODUCER_FENCED (see [`fenced_code`]).
-    pub fn code(self, fenced_code_supported: bool) -> i16 {
+    pub fn code(self, fenced_code_supported: bool) -> ErrorCode {
         match self {
-            TxnError::ConcurrentTransactions => CONCURRENT_TRANSACTIONS,
-            TxnError::Fenced if fenced_code_supported => PRODUCER_FENCED,
-            TxnError::Fenced => INVALID_PRODUCER_EPOCH,
-            TxnError::InvalidProducerIdMapping => INVALID_PRODUCER_ID_MAPPING,
-            TxnError::InvalidTxnState => INVALID_TXN_STATE,
-            TxnError::InvalidTransactionTimeout => INVALID_TRANSACTION_TIMEOUT,
-            TxnError::TransactionalIdNotFound => TRANSACTIONAL_ID_NOT_FOUND,
+            TxnError::ConcurrentTransactions => ErrorCode::ConcurrentTransactions,
+            TxnError::Fenced if fenced_code_supported => ErrorCode::ProducerFenced,
+            TxnError::Fenced => ErrorCode::InvalidProducerEpoch,
+            TxnError::InvalidProducerIdMapping => ErrorCode::InvalidProducerIdMapping,
+            TxnError::InvalidTxnState => ErrorCode::InvalidTxnState,
+            TxnError::InvalidTransactionTimeout => ErrorCode::InvalidTransactionTimeout,
+            TxnError::TransactionalIdNotFound => ErrorCode::TransactionalIdNotFound,
         }
     }
 
-    /// The Kafka error code for a request of this API key and version.
-    pub fn code_for(self, api_key: i16, version: i16) -> i16 {
+    /// The Kafka error code for a request of this API and version.
+    pub fn code_for(self, api: TxnApi, version: i16) -> ErrorCode {
         match self {
-            TxnError::Fenced => fenced_code(api_key, version),
+            TxnError::Fenced => fenced_code(api, version),
             other => other.code(true),
         }
     }

@@ -605,32 +605,35 @@ fn describe_finds_live_ids_only() {
         describe(Some(&dead)),
         Err(TxnError::TransactionalIdNotFound)
     );
-    assert_eq!(TxnError::TransactionalIdNotFound.code(true), 105);
+    assert_eq!(TxnError::TransactionalIdNotFound.code(true).code(), 105);
 }
 
 #[test]
 fn error_codes_and_fenced_versions() {
-    assert_eq!(TxnError::ConcurrentTransactions.code(false), 51);
-    assert_eq!(TxnError::Fenced.code(true), 90);
-    assert_eq!(TxnError::Fenced.code(false), 47);
-    assert_eq!(TxnError::InvalidProducerIdMapping.code(true), 49);
-    assert_eq!(TxnError::InvalidTxnState.code(true), 48);
-    assert_eq!(TxnError::InvalidTransactionTimeout.code(true), 50);
+    assert_eq!(TxnError::ConcurrentTransactions.code(false).code(), 51);
+    assert_eq!(TxnError::Fenced.code(true).code(), 90);
+    assert_eq!(TxnError::Fenced.code(false).code(), 47);
+    assert_eq!(TxnError::InvalidProducerIdMapping.code(true).code(), 49);
+    assert_eq!(TxnError::InvalidTxnState.code(true).code(), 48);
+    assert_eq!(TxnError::InvalidTransactionTimeout.code(true).code(), 50);
     for (api, first) in [
-        (API_INIT_PRODUCER_ID, 4),
-        (API_ADD_PARTITIONS_TO_TXN, 2),
-        (API_ADD_OFFSETS_TO_TXN, 2),
-        (API_END_TXN, 2),
+        (TxnApi::InitProducerId, 4),
+        (TxnApi::AddPartitionsToTxn, 2),
+        (TxnApi::AddOffsetsToTxn, 2),
+        (TxnApi::EndTxn, 2),
     ] {
-        assert_eq!(fenced_code(api, first - 1), 47);
-        assert_eq!(fenced_code(api, first), 90);
-        assert_eq!(TxnError::Fenced.code_for(api, first), 90);
+        assert_eq!(fenced_code(api, first - 1).code(), 47);
+        assert_eq!(fenced_code(api, first).code(), 90);
+        assert_eq!(TxnError::Fenced.code_for(api, first).code(), 90);
     }
     for v in 0..12 {
-        assert_eq!(fenced_code(API_TXN_OFFSET_COMMIT, v), 47);
-        assert_eq!(fenced_code(API_PRODUCE, v), 47);
+        assert_eq!(fenced_code(TxnApi::TxnOffsetCommit, v).code(), 47);
+        assert_eq!(fenced_code(TxnApi::Produce, v).code(), 47);
     }
-    assert_eq!(TxnError::InvalidTxnState.code_for(API_END_TXN, 0), 48);
+    assert_eq!(
+        TxnError::InvalidTxnState.code_for(TxnApi::EndTxn, 0).code(),
+        48
+    );
 }
 
 #[test]
