@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod bounds;
+pub mod error;
 pub mod eval;
 pub mod fold;
 pub mod select;
@@ -27,23 +28,10 @@ use crate::error::ErrorCode;
 use crate::shard::{NewTopic, Shard};
 use crate::table::row::{convert, object_bytes};
 use crate::table::schema::{Column, ColumnType, Format, TableSchema};
-use eval::{column_name, Columns, Eval, Scope, SqlResult};
+pub use error::SqlError;
+use error::SqlResult;
+use eval::{column_name, Columns, Eval, Scope};
 use select::SelectPlan;
-
-/// Why a statement failed: the statement (400) or the node (500).
-#[derive(Debug, Clone, PartialEq)]
-pub enum SqlError {
-    Statement(String),
-    Node(String),
-    /// The caller may not (403).
-    Denied(String),
-}
-
-impl From<String> for SqlError {
-    fn from(s: String) -> Self {
-        SqlError::Statement(s)
-    }
-}
 
 /// A statement's result: named columns and rows of values.
 #[derive(Debug, Clone, Default)]

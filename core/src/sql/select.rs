@@ -13,10 +13,11 @@ use sqlparser::ast::{
     Expr, GroupByExpr, LimitClause, OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor,
 };
 
+use super::error::SqlResult;
 use super::eval::{
-    check_columns, column_name, has_aggregate, mark_columns, Columns, Eval, Scope, SqlResult,
+    check_columns, column_name, has_aggregate, mark_columns, Columns, Eval, Folded, Scope,
 };
-use super::fold::{self, Folded, Groups, Plan};
+use super::fold::{self, Groups, Plan};
 use super::system::SystemTable;
 use super::value::{compare_keys, literal, SortDir};
 use super::{const_value, table_name, Caller, QueryResult, SqlError};

@@ -20,7 +20,8 @@ use sqlparser::ast::{
     BinaryOperator, Delete, Expr, FromTable, Insert, SetExpr, TableFactor, TableObject,
 };
 
-use super::eval::{column_name, SqlResult};
+use super::error::SqlResult;
+use super::eval::column_name;
 use super::select::each_partition;
 use super::{const_value, table_name, Caller, QueryResult, SqlError};
 use crate::auth::acl::Operation;
