@@ -22,6 +22,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::ErrorCode;
 
+mod assignors;
+#[cfg(test)]
+mod tests;
+
+use assignors::{range, uniform};
+
 /// A topic-partition by name.
 pub type Tp = (String, i32);
 
@@ -219,93 +225,13 @@ impl ConsumerGroup {
         } else {
             hb.member_id.clone()
         };
-        let regex = match hb.regex.as_deref() {
-            None => None,
-            Some("") => Some(None),
-            Some(r) => match regex::Regex::new(&format!("^(?:{r})$")) {
-                Ok(re) => Some(Some((r.to_string(), re))),
-                Err(e) => {
-                    return Err((
-                        ErrorCode::InvalidRegularExpression,
-                        format!("SubscribedTopicRegex {r} is not a valid regular expression: {e}"),
-                    ))
-                }
-            },
-        };
-        if let Some(a) = hb.assignor.as_deref() {
-            if !ASSIGNORS.contains(&a) {
-                return Err((
-                    ErrorCode::UnsupportedAssignor,
-                    format!(
-                        "ServerAssignor {a} is not supported. Supported assignors: uniform, range."
-                    ),
-                ));
-            }
-        }
+        let regex = parse_regex(&hb)?;
+        check_assignor(&hb)?;
         // Whether what the assignment depends on changed (one epoch per
         // heartbeat, however many things changed).
-        let mut bump = false;
-        if hb.epoch == JOIN {
-            bump = self.join(member_id.clone(), &hb, now_ms)?;
-        } else {
-            let Some(m) = self.members.get(&member_id) else {
-                return Err((
-                    ErrorCode::UnknownMemberId,
-                    format!("Member {member_id} is not a member of the group."),
-                ));
-            };
-            let owned_fits = hb
-                .owned
-                .as_ref()
-                .is_none_or(|o| o.is_subset(&m.assigned) || o.is_subset(&m.assigned_or_revoking()));
-            let ok = hb.epoch == m.epoch || (hb.epoch == m.previous_epoch && owned_fits);
-            if !ok {
-                return Err((
-                    ErrorCode::FencedMemberEpoch,
-                    format!(
-                        "The consumer group member has a smaller or larger member epoch ({}) than the one known by the group coordinator ({}).",
-                        hb.epoch, m.epoch
-                    ),
-                ));
-            }
-            if hb.epoch == m.previous_epoch && hb.epoch != m.epoch {
-                // It missed our last answer: send the assignment again.
-                self.members.get_mut(&member_id).expect("member").sent = None;
-            }
-        }
-        {
-            let m = self.members.get_mut(&member_id).expect("member");
-            m.last_heartbeat_ms = now_ms;
-            m.away = false;
-            if hb.rebalance_timeout_ms > 0 {
-                m.rebalance_timeout_ms = hb.rebalance_timeout_ms as i64;
-            }
-            if let Some(s) = &hb.subscribed {
-                m.names = s.iter().cloned().collect();
-            }
-            if let Some(r) = regex {
-                m.regex = r;
-            }
-            if hb.assignor.is_some() && hb.assignor != m.assignor {
-                m.assignor = hb.assignor.clone();
-                bump = true;
-            }
-            if hb.rack_id.is_some() {
-                m.rack_id = hb.rack_id.clone();
-            }
-        }
-        // Subscriptions as the topics are now (a new topic may match a
-        // member's regular expression).
-        for m in self.members.values_mut() {
-            let mut now: BTreeSet<String> = m.names.clone();
-            if let Some((_, re)) = &m.regex {
-                now.extend(topics.keys().filter(|t| re.is_match(t)).cloned());
-            }
-            if now != m.subscribed {
-                m.subscribed = now;
-                bump = true;
-            }
-        }
+        let mut bump = self.admit(&member_id, &hb, now_ms)?;
+        bump |= self.update_member(&member_id, &hb, regex, now_ms);
+        bump |= self.resubscribe(topics);
         let seen = self.subscribed_partitions(topics);
         if seen != self.topics_seen {
             bump = true;
@@ -318,16 +244,104 @@ impl ConsumerGroup {
             self.compute_target();
         }
         self.reconcile(&member_id, hb.owned.as_ref(), now_ms);
+        Ok(self.answer(member_id))
+    }
+
+    /// A heartbeat's member in the group: it joins (epoch 0), or its epoch
+    /// is checked. Whether the group changed for it.
+    fn admit(&mut self, member_id: &str, hb: &Heartbeat, now_ms: i64) -> Result<bool, Refusal> {
+        if hb.epoch == JOIN {
+            return self.join(member_id.to_string(), hb, now_ms);
+        }
+        let Some(m) = self.members.get(member_id) else {
+            return Err((
+                ErrorCode::UnknownMemberId,
+                format!("Member {member_id} is not a member of the group."),
+            ));
+        };
+        let owned_fits = hb
+            .owned
+            .as_ref()
+            .is_none_or(|o| o.is_subset(&m.assigned) || o.is_subset(&m.assigned_or_revoking()));
+        let ok = hb.epoch == m.epoch || (hb.epoch == m.previous_epoch && owned_fits);
+        if !ok {
+            return Err((
+                ErrorCode::FencedMemberEpoch,
+                format!(
+                    "The consumer group member has a smaller or larger member epoch ({}) than the one known by the group coordinator ({}).",
+                    hb.epoch, m.epoch
+                ),
+            ));
+        }
+        if hb.epoch == m.previous_epoch && hb.epoch != m.epoch {
+            // It missed our last answer: send the assignment again.
+            self.members.get_mut(member_id).expect("member").sent = None;
+        }
+        Ok(false)
+    }
+
+    /// What the heartbeat changes of its member (`regex`: as
+    /// [`parse_regex`] gave it); whether its assignor changed.
+    fn update_member(
+        &mut self,
+        member_id: &str,
+        hb: &Heartbeat,
+        regex: Option<Option<(String, regex::Regex)>>,
+        now_ms: i64,
+    ) -> bool {
+        let mut bump = false;
+        let m = self.members.get_mut(member_id).expect("member");
+        m.last_heartbeat_ms = now_ms;
+        m.away = false;
+        if hb.rebalance_timeout_ms > 0 {
+            m.rebalance_timeout_ms = hb.rebalance_timeout_ms as i64;
+        }
+        if let Some(s) = &hb.subscribed {
+            m.names = s.iter().cloned().collect();
+        }
+        if let Some(r) = regex {
+            m.regex = r;
+        }
+        if hb.assignor.is_some() && hb.assignor != m.assignor {
+            m.assignor = hb.assignor.clone();
+            bump = true;
+        }
+        if hb.rack_id.is_some() {
+            m.rack_id = hb.rack_id.clone();
+        }
+        bump
+    }
+
+    /// Every member's subscription as the topics are now (a new topic may
+    /// match a member's regular expression); whether any changed.
+    fn resubscribe(&mut self, topics: &BTreeMap<String, i32>) -> bool {
+        let mut bump = false;
+        for m in self.members.values_mut() {
+            let mut now: BTreeSet<String> = m.names.clone();
+            if let Some((_, re)) = &m.regex {
+                now.extend(topics.keys().filter(|t| re.is_match(t)).cloned());
+            }
+            if now != m.subscribed {
+                m.subscribed = now;
+                bump = true;
+            }
+        }
+        bump
+    }
+
+    /// The heartbeat's answer: the member's epoch, and its assignment if
+    /// it was not sent yet.
+    fn answer(&mut self, member_id: String) -> Answer {
         let m = self.members.get_mut(&member_id).expect("member");
         let assignment = (m.sent.as_ref() != Some(&m.assigned)).then(|| m.assigned.clone());
         if assignment.is_some() {
             m.sent = Some(m.assigned.clone());
         }
-        Ok(Answer {
+        Answer {
             member_id,
             epoch: m.epoch,
             assignment,
-        })
+        }
     }
 
     /// A member joins (epoch 0); whether the group changed for it.
@@ -538,375 +552,35 @@ impl Member {
     }
 }
 
-/// An empty assignment for every member.
-fn nothing(members: &BTreeMap<String, Member>) -> BTreeMap<String, BTreeSet<Tp>> {
-    members
-        .keys()
-        .map(|m| (m.clone(), BTreeSet::new()))
-        .collect()
-}
-
-/// The members subscribing to `topic`, in member id order.
-fn subscribers<'a>(members: &'a BTreeMap<String, Member>, topic: &str) -> Vec<&'a String> {
-    members
-        .values()
-        .filter(|m| m.subscribed.contains(topic))
-        .map(|m| &m.id)
-        .collect()
-}
-
-/// Each topic's partitions spread evenly over the members subscribing to
-/// it, each keeping what it had where the balance allows (Kafka's sticky
-/// `uniform` assignor, in its simple form: balanced topic by topic).
-fn uniform(
-    members: &BTreeMap<String, Member>,
-    topics: &BTreeMap<String, i32>,
-    previous: &BTreeMap<String, BTreeSet<Tp>>,
-) -> BTreeMap<String, BTreeSet<Tp>> {
-    let mut out = nothing(members);
-    for (topic, n) in topics {
-        let subs = subscribers(members, topic);
-        if subs.is_empty() {
-            continue;
-        }
-        // A member's partitions of this topic.
-        let count = |out: &BTreeMap<String, BTreeSet<Tp>>, m: &str| {
-            out[m].iter().filter(|t| &t.0 == topic).count()
-        };
-        let quota = (*n as usize).div_ceil(subs.len());
-        let mut unassigned = Vec::new();
-        for p in 0..*n {
-            let tp = (topic.clone(), p);
-            let keeper = subs.iter().find(|m| {
-                previous.get(m.as_str()).is_some_and(|s| s.contains(&tp))
-                    && count(&out, m.as_str()) < quota
-            });
-            match keeper {
-                Some(m) => {
-                    out.get_mut(m.as_str()).expect("member").insert(tp);
-                }
-                None => unassigned.push(tp),
+/// The heartbeat's regular expression: `None` to leave the member's as
+/// it is, `Some(None)` to drop it, or the new one (whole topic names).
+fn parse_regex(hb: &Heartbeat) -> Result<Option<Option<(String, regex::Regex)>>, Refusal> {
+    Ok(match hb.regex.as_deref() {
+        None => None,
+        Some("") => Some(None),
+        Some(r) => match regex::Regex::new(&format!("^(?:{r})$")) {
+            Ok(re) => Some(Some((r.to_string(), re))),
+            Err(e) => {
+                return Err((
+                    ErrorCode::InvalidRegularExpression,
+                    format!("SubscribedTopicRegex {r} is not a valid regular expression: {e}"),
+                ))
             }
-        }
-        for tp in unassigned {
-            let least = subs
-                .iter()
-                .min_by_key(|m| (count(&out, m.as_str()), m.as_str()))
-                .expect("a subscriber");
-            out.get_mut(least.as_str()).expect("member").insert(tp);
-        }
-        // Even out what stickiness left uneven: the most loaded member
-        // always holds a partition of this topic to give.
-        loop {
-            let most = *subs
-                .iter()
-                .max_by_key(|m| (count(&out, m.as_str()), m.as_str()))
-                .expect("a subscriber");
-            let least = *subs
-                .iter()
-                .min_by_key(|m| (count(&out, m.as_str()), m.as_str()))
-                .expect("a subscriber");
-            if count(&out, most) <= count(&out, least) + 1 {
-                break;
-            }
-            let Some(moved) = out[most.as_str()].iter().rfind(|t| &t.0 == topic).cloned() else {
-                break;
-            };
-            out.get_mut(most.as_str()).expect("member").remove(&moved);
-            out.get_mut(least.as_str()).expect("member").insert(moved);
-        }
-    }
-    out
+        },
+    })
 }
 
-/// Each topic's partitions in contiguous ranges over its subscribers in
-/// member id order (Kafka's `range` assignor: co-partitioned topics land
-/// together).
-fn range(
-    members: &BTreeMap<String, Member>,
-    topics: &BTreeMap<String, i32>,
-) -> BTreeMap<String, BTreeSet<Tp>> {
-    let mut out = nothing(members);
-    for (topic, n) in topics {
-        let subs = subscribers(members, topic);
-        if subs.is_empty() {
-            continue;
-        }
-        let (per, extra) = (*n as usize / subs.len(), *n as usize % subs.len());
-        let mut next = 0;
-        for (i, m) in subs.iter().enumerate() {
-            let take = per + usize::from(i < extra);
-            for p in next..next + take {
-                out.get_mut(m.as_str())
-                    .expect("member")
-                    .insert((topic.clone(), p as i32));
-            }
-            next += take;
+/// Refuses an assignor the group does not have.
+fn check_assignor(hb: &Heartbeat) -> Result<(), Refusal> {
+    if let Some(a) = hb.assignor.as_deref() {
+        if !ASSIGNORS.contains(&a) {
+            return Err((
+                ErrorCode::UnsupportedAssignor,
+                format!(
+                    "ServerAssignor {a} is not supported. Supported assignors: uniform, range."
+                ),
+            ));
         }
     }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn topics() -> BTreeMap<String, i32> {
-        [
-            ("t".to_string(), 4),
-            ("u".to_string(), 2),
-            ("other".to_string(), 1),
-        ]
-        .into()
-    }
-
-    fn join(g: &mut ConsumerGroup, id: &str, subs: &[&str], now: i64) -> Answer {
-        g.heartbeat(
-            Heartbeat {
-                member_id: id.into(),
-                epoch: JOIN,
-                rebalance_timeout_ms: 10_000,
-                subscribed: Some(subs.iter().map(|s| s.to_string()).collect()),
-                owned: Some(BTreeSet::new()),
-                ..Default::default()
-            },
-            &topics(),
-            &mut || unreachable!("ids are the client's"),
-            now,
-        )
-        .unwrap()
-    }
-
-    fn beat(
-        g: &mut ConsumerGroup,
-        id: &str,
-        epoch: i32,
-        owned: &BTreeSet<Tp>,
-        now: i64,
-    ) -> Result<Answer, Refusal> {
-        g.heartbeat(
-            Heartbeat {
-                member_id: id.into(),
-                epoch,
-                owned: Some(owned.clone()),
-                ..Default::default()
-            },
-            &topics(),
-            &mut || unreachable!(),
-            now,
-        )
-    }
-
-    fn parts(ps: &[i32]) -> BTreeSet<Tp> {
-        ps.iter().map(|p| ("t".to_string(), *p)).collect()
-    }
-
-    /// A second member joins: the first gives back half its partitions at
-    /// its old epoch; the second gets them only once they are given back;
-    /// no partition is ever owned twice; both end stable at the new epoch.
-    #[test]
-    fn a_joining_member_gets_partitions_only_once_they_are_revoked() {
-        let mut g = ConsumerGroup::new(45_000);
-        let a = join(&mut g, "a", &["t"], 0);
-        assert_eq!(a.epoch, 1);
-        assert_eq!(a.assignment, Some(parts(&[0, 1, 2, 3])));
-        assert_eq!(g.state(), "Stable");
-        let b = join(&mut g, "b", &["t"], 10);
-        assert_eq!(b.epoch, 2);
-        // Everything b is meant for is still a's.
-        assert_eq!(b.assignment, Some(BTreeSet::new()));
-        assert_eq!(g.state(), "Reconciling");
-        // a is told to keep two (revoke two), still at epoch 1.
-        let a = beat(&mut g, "a", 1, &parts(&[0, 1, 2, 3]), 20).unwrap();
-        assert_eq!(a.epoch, 1);
-        let kept = a.assignment.clone().unwrap();
-        assert_eq!(kept.len(), 2);
-        // b asks again before a has revoked: nothing yet.
-        let b = beat(&mut g, "b", 2, &BTreeSet::new(), 30).unwrap();
-        assert_eq!(b.assignment, None);
-        // a has revoked: epoch 2; then b gets the other two.
-        let a = beat(&mut g, "a", 1, &kept, 40).unwrap();
-        assert_eq!((a.epoch, a.assignment), (2, None));
-        let b = beat(&mut g, "b", 2, &BTreeSet::new(), 50).unwrap();
-        let got = b.assignment.unwrap();
-        assert_eq!(got.len(), 2);
-        assert!(got.is_disjoint(&kept));
-        assert_eq!(g.state(), "Stable");
-    }
-
-    #[test]
-    fn a_stale_or_unknown_member_is_refused() {
-        let mut g = ConsumerGroup::new(45_000);
-        join(&mut g, "a", &["t"], 0);
-        assert_eq!(
-            beat(&mut g, "a", 7, &BTreeSet::new(), 1).unwrap_err().0,
-            ErrorCode::FencedMemberEpoch
-        );
-        assert_eq!(
-            beat(&mut g, "x", 1, &BTreeSet::new(), 1).unwrap_err().0,
-            ErrorCode::UnknownMemberId
-        );
-        assert_eq!(g.check_commit("a", 1), ErrorCode::None);
-        assert_eq!(g.check_commit("a", 0), ErrorCode::StaleMemberEpoch);
-        assert_eq!(g.check_commit("", -1), ErrorCode::UnknownMemberId);
-    }
-
-    #[test]
-    fn a_silent_member_is_removed_and_its_partitions_move() {
-        let mut g = ConsumerGroup::new(1_000);
-        join(&mut g, "a", &["t"], 0);
-        join(&mut g, "b", &["t"], 0);
-        let a = beat(&mut g, "a", 1, &parts(&[0, 1, 2, 3]), 100).unwrap();
-        let kept = a.assignment.unwrap();
-        beat(&mut g, "a", 1, &kept, 200).unwrap();
-        // b never heartbeats again.
-        assert_eq!(g.expire(900), Vec::<String>::new());
-        beat(&mut g, "a", 2, &kept, 1_100).unwrap();
-        assert_eq!(g.expire(1_500), vec!["b".to_string()]);
-        let a = beat(&mut g, "a", 2, &kept, 1_600).unwrap();
-        assert_eq!(a.epoch, g.epoch);
-        assert_eq!(a.assignment, Some(parts(&[0, 1, 2, 3])));
-    }
-
-    #[test]
-    fn range_gives_contiguous_ranges_per_topic() {
-        let mut g = ConsumerGroup::new(45_000);
-        let hb = |id: &str| Heartbeat {
-            member_id: id.into(),
-            epoch: JOIN,
-            rebalance_timeout_ms: 1_000,
-            subscribed: Some(vec!["t".into(), "u".into()]),
-            assignor: Some("range".into()),
-            owned: Some(BTreeSet::new()),
-            ..Default::default()
-        };
-        g.heartbeat(hb("a"), &topics(), &mut || unreachable!(), 0)
-            .unwrap();
-        g.heartbeat(hb("b"), &topics(), &mut || unreachable!(), 0)
-            .unwrap();
-        assert_eq!(g.assignor(), "range");
-        let want_a: BTreeSet<Tp> = [("t".into(), 0), ("t".into(), 1), ("u".into(), 0)].into();
-        assert_eq!(g.target["a"], want_a);
-        let refused = g.heartbeat(
-            Heartbeat {
-                assignor: Some("fancy".into()),
-                ..hb("c")
-            },
-            &topics(),
-            &mut || unreachable!(),
-            0,
-        );
-        assert_eq!(refused.unwrap_err().0, ErrorCode::UnsupportedAssignor);
-    }
-
-    /// Members subscribing to different topics: each topic is balanced
-    /// over its own subscribers (a member loaded with another topic's
-    /// partitions is not asked for this topic's).
-    #[test]
-    fn uniform_balances_each_topic_over_its_subscribers() {
-        let mut g = ConsumerGroup::new(45_000);
-        let hb = |id: &str, subs: &[&str]| Heartbeat {
-            member_id: id.into(),
-            epoch: JOIN,
-            rebalance_timeout_ms: 1_000,
-            subscribed: Some(subs.iter().map(|s| s.to_string()).collect()),
-            owned: Some(BTreeSet::new()),
-            ..Default::default()
-        };
-        g.heartbeat(
-            hb("a", &["t", "other"]),
-            &topics(),
-            &mut || unreachable!(),
-            0,
-        )
-        .unwrap();
-        g.heartbeat(
-            hb("b", &["other", "u"]),
-            &topics(),
-            &mut || unreachable!(),
-            0,
-        )
-        .unwrap();
-        g.heartbeat(hb("c", &["u"]), &topics(), &mut || unreachable!(), 0)
-            .unwrap();
-        let of = |m: &str, t: &str| g.target[m].iter().filter(|p| p.0 == t).count();
-        assert_eq!((of("a", "t"), of("b", "t"), of("c", "t")), (4, 0, 0));
-        assert_eq!(of("a", "other") + of("b", "other"), 1);
-        assert_eq!((of("b", "u"), of("c", "u")), (1, 1));
-    }
-
-    /// A regular expression subscribes to whole topic names that match it,
-    /// the topics made later too; an invalid one is refused.
-    #[test]
-    fn a_regular_expression_follows_the_topics() {
-        let mut g = ConsumerGroup::new(45_000);
-        let hb = Heartbeat {
-            member_id: "a".into(),
-            epoch: JOIN,
-            rebalance_timeout_ms: 1_000,
-            subscribed: Some(vec![]),
-            regex: Some("t|u".into()),
-            owned: Some(BTreeSet::new()),
-            ..Default::default()
-        };
-        let a = g
-            .heartbeat(hb.clone(), &topics(), &mut || unreachable!(), 0)
-            .unwrap();
-        assert_eq!(a.assignment.unwrap().len(), 6);
-        let mut more = topics();
-        more.insert("u".into(), 3);
-        more.insert("tt".into(), 1);
-        let owned: BTreeSet<Tp> = g.members["a"].assigned.clone();
-        let again = g
-            .heartbeat(
-                Heartbeat {
-                    epoch: a.epoch,
-                    regex: None,
-                    subscribed: None,
-                    owned: Some(owned),
-                    ..hb.clone()
-                },
-                &more,
-                &mut || unreachable!(),
-                1,
-            )
-            .unwrap();
-        // "tt" does not match the whole of "t|u"; u's new partition does.
-        assert_eq!(again.epoch, a.epoch + 1);
-        assert_eq!(again.assignment.unwrap().len(), 7);
-        let bad = Heartbeat {
-            member_id: "b".into(),
-            regex: Some("(".into()),
-            ..hb
-        };
-        let refused = g.heartbeat(bad, &topics(), &mut || unreachable!(), 2);
-        assert_eq!(refused.unwrap_err().0, ErrorCode::InvalidRegularExpression);
-    }
-
-    /// A static member that leaves for now (-2) and comes back with a new
-    /// member id takes its partitions back without a new epoch.
-    #[test]
-    fn a_static_member_comes_back_to_its_partitions() {
-        let mut g = ConsumerGroup::new(45_000);
-        let hb = |id: &str, epoch: i32| Heartbeat {
-            member_id: id.into(),
-            epoch,
-            instance_id: Some("i-1".into()),
-            rebalance_timeout_ms: 1_000,
-            subscribed: Some(vec!["t".into()]),
-            owned: Some(BTreeSet::new()),
-            ..Default::default()
-        };
-        let a = g
-            .heartbeat(hb("a", JOIN), &topics(), &mut || unreachable!(), 0)
-            .unwrap();
-        let epoch = g.epoch;
-        g.heartbeat(hb("a", LEAVE_STATIC), &topics(), &mut || unreachable!(), 10)
-            .unwrap();
-        let back = g
-            .heartbeat(hb("a2", JOIN), &topics(), &mut || unreachable!(), 20)
-            .unwrap();
-        assert_eq!(back.assignment, a.assignment);
-        assert_eq!((g.epoch, back.epoch), (epoch, a.epoch));
-    }
+    Ok(())
 }

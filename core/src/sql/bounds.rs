@@ -16,7 +16,7 @@ use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
-use super::eval::SqlResult;
+use super::error::SqlResult;
 
 /// Statements in one request (they run one after another).
 pub const MAX_STATEMENTS: usize = 1000;

@@ -10,10 +10,8 @@ use sqlparser::ast::{
     BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, UnaryOperator,
 };
 
+use super::error::SqlResult;
 use super::value::{as_f64, as_i64, as_text, compare, float, json_field, like, literal, truth};
-
-/// A statement that cannot run, with what is wrong.
-pub type SqlResult<T> = Result<T, String>;
 
 /// The columns rows are laid out by.
 #[derive(Debug, Clone)]
@@ -156,7 +154,34 @@ pub fn column_name(e: &Expr) -> Option<String> {
 /// folded group of rows.
 pub enum Scope<'a> {
     Row(&'a [Value]),
-    Group(&'a super::fold::Folded),
+    Group(&'a Folded),
+}
+
+/// A group's first row (none for the empty group) and its aggregates'
+/// values by call text: what `fold` makes of a group's rows, for
+/// expressions to be evaluated over.
+#[derive(Debug)]
+pub struct Folded {
+    pub first: Option<Vec<Value>>,
+    values: Vec<(String, SqlResult<Value>)>,
+}
+
+impl Folded {
+    /// A group's first row and each aggregate call's value (or why it has
+    /// none), by the call's text.
+    pub fn new(first: Option<Vec<Value>>, values: Vec<(String, SqlResult<Value>)>) -> Folded {
+        Folded { first, values }
+    }
+
+    /// The value of the aggregate call `f` over the group.
+    pub fn aggregate(&self, f: &Function) -> SqlResult<Value> {
+        let key = f.to_string();
+        self.values
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| Err(format!("{key} is not an aggregate of this statement")))
+    }
 }
 
 pub struct Eval<'a> {

@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod bounds;
+pub mod error;
 pub mod eval;
 pub mod fold;
 pub mod select;
@@ -27,23 +28,10 @@ use crate::error::ErrorCode;
 use crate::shard::{NewTopic, Shard};
 use crate::table::row::{convert, object_bytes};
 use crate::table::schema::{Column, ColumnType, Format, TableSchema};
-use eval::{column_name, Columns, Eval, Scope, SqlResult};
+pub use error::SqlError;
+use error::SqlResult;
+use eval::{column_name, Columns, Eval, Scope};
 use select::SelectPlan;
-
-/// Why a statement failed: the statement (400) or the node (500).
-#[derive(Debug, Clone, PartialEq)]
-pub enum SqlError {
-    Statement(String),
-    Node(String),
-    /// The caller may not (403).
-    Denied(String),
-}
-
-impl From<String> for SqlError {
-    fn from(s: String) -> Self {
-        SqlError::Statement(s)
-    }
-}
 
 /// A statement's result: named columns and rows of values.
 #[derive(Debug, Clone, Default)]
@@ -293,6 +281,62 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
             Err(format!("table {name} already exists").into())
         };
     }
+    let (mut columns, primary_key) = declared_columns(&c)?;
+    let TableOptions {
+        partitions,
+        mut configs,
+        format,
+        subject,
+    } = table_options(&c)?;
+    let format = match (format.as_deref(), subject) {
+        (None | Some("json"), None) => Format::Json,
+        (Some("avro"), subject) => {
+            let subject = subject.unwrap_or_else(|| format!("{name}-value"));
+            avro_columns(shard, &subject, &mut columns, &primary_key).await?;
+            Format::Avro { subject }
+        }
+        (None | Some("json"), Some(_)) => {
+            return Err(
+                "subject names an Avro table's registry subject: add format = 'avro'"
+                    .to_string()
+                    .into(),
+            )
+        }
+        (Some(other), _) => {
+            return Err(format!("format = '{other}' is not served: 'json' or 'avro'").into())
+        }
+    };
+    check_key(&columns, &primary_key)?;
+    // A keyed table keeps its latest row per key: its log is compacted
+    // unless the statement says otherwise, so the log and the start-up
+    // that reads it stay proportional to the keys, not the updates.
+    if !primary_key.is_empty() && !configs.iter().any(|(k, _)| k == "cleanup.policy") {
+        configs.push(("cleanup.policy".into(), Some("compact".into())));
+    }
+    let topic = NewTopic {
+        name: name.clone(),
+        partitions,
+        replication_factor: -1,
+        configs,
+        schema: Some(TableSchema {
+            columns,
+            primary_key,
+            format,
+        }),
+    };
+    match shard.create_topics(vec![topic], false).await.pop() {
+        Some(Ok(_)) => Ok(QueryResult::default()),
+        Some(Err(e)) if e.code == ErrorCode::TopicAlreadyExists && c.if_not_exists => {
+            Ok(QueryResult::default())
+        }
+        Some(Err(e)) => Err(e.message.into()),
+        None => Err(SqlError::Node("the catalog did not answer".into())),
+    }
+}
+
+/// The columns CREATE TABLE declares (types, NOT NULL, defaults) and its
+/// primary key, from the column definitions or a PRIMARY KEY constraint.
+fn declared_columns(c: &CreateTable) -> Result<(Vec<Column>, Vec<String>), SqlError> {
     let mut columns: Vec<Column> = Vec::new();
     let mut primary_key: Vec<String> = Vec::new();
     for def in &c.columns {
@@ -343,10 +387,25 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
             other => return Err(format!("constraint {other} is not supported").into()),
         }
     }
-    let mut partitions = 1;
-    let mut configs = Vec::new();
-    let mut format = None;
-    let mut subject = None;
+    Ok((columns, primary_key))
+}
+
+/// CREATE TABLE's `WITH (...)` options: the partition count, the format
+/// and registry subject, and the rest as topic configs.
+struct TableOptions {
+    partitions: i32,
+    configs: Vec<(String, Option<String>)>,
+    format: Option<String>,
+    subject: Option<String>,
+}
+
+fn table_options(c: &CreateTable) -> Result<TableOptions, SqlError> {
+    let mut out = TableOptions {
+        partitions: 1,
+        configs: Vec::new(),
+        format: None,
+        subject: None,
+    };
     let options = match &c.table_options {
         CreateTableOptions::With(o)
         | CreateTableOptions::Options(o)
@@ -361,43 +420,30 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
         let text = value::as_text(&v).unwrap_or_default();
         match key.value.to_ascii_lowercase().as_str() {
             "partitions" => {
-                partitions = text
+                out.partitions = text
                     .parse()
                     .map_err(|_| format!("partitions = {text} is not a number"))?
             }
-            "format" => format = Some(text.to_ascii_lowercase()),
-            "subject" => subject = Some(text),
-            k => configs.push((k.replace('_', "."), Some(text))),
+            "format" => out.format = Some(text.to_ascii_lowercase()),
+            "subject" => out.subject = Some(text),
+            k => out.configs.push((k.replace('_', "."), Some(text))),
         }
     }
-    let format = match (format.as_deref(), subject) {
-        (None | Some("json"), None) => Format::Json,
-        (Some("avro"), subject) => {
-            let subject = subject.unwrap_or_else(|| format!("{name}-value"));
-            avro_columns(shard, &subject, &mut columns, &primary_key).await?;
-            Format::Avro { subject }
-        }
-        (None | Some("json"), Some(_)) => {
-            return Err(
-                "subject names an Avro table's registry subject: add format = 'avro'"
-                    .to_string()
-                    .into(),
-            )
-        }
-        (Some(other), _) => {
-            return Err(format!("format = '{other}' is not served: 'json' or 'avro'").into())
-        }
-    };
+    Ok(out)
+}
+
+/// A table has columns, its primary key names some of them, and a `_value`
+/// table keeps records as produced: its rows are keyed by the records'
+/// keys or not at all (its other columns are always null).
+fn check_key(columns: &[Column], primary_key: &[String]) -> Result<(), SqlError> {
     if columns.is_empty() {
         return Err("a table needs at least one column".to_string().into());
     }
-    for k in &primary_key {
+    for k in primary_key {
         if !columns.iter().any(|c| &c.name == k) {
             return Err(format!("PRIMARY KEY names {k}, which is not a column").into());
         }
     }
-    // A `_value` table keeps records as produced: its rows are keyed by the
-    // records' keys or not at all (its other columns are always null).
     if columns.iter().any(|c| c.name == "_value")
         && !primary_key.is_empty()
         && primary_key != ["_key"]
@@ -408,31 +454,7 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
         )
         .into());
     }
-    // A keyed table keeps its latest row per key: its log is compacted
-    // unless the statement says otherwise, so the log and the start-up
-    // that reads it stay proportional to the keys, not the updates.
-    if !primary_key.is_empty() && !configs.iter().any(|(k, _)| k == "cleanup.policy") {
-        configs.push(("cleanup.policy".into(), Some("compact".into())));
-    }
-    let topic = NewTopic {
-        name: name.clone(),
-        partitions,
-        replication_factor: -1,
-        configs,
-        schema: Some(TableSchema {
-            columns,
-            primary_key,
-            format,
-        }),
-    };
-    match shard.create_topics(vec![topic], false).await.pop() {
-        Some(Ok(_)) => Ok(QueryResult::default()),
-        Some(Err(e)) if e.code == ErrorCode::TopicAlreadyExists && c.if_not_exists => {
-            Ok(QueryResult::default())
-        }
-        Some(Err(e)) => Err(e.message.into()),
-        None => Err(SqlError::Node("the catalog did not answer".into())),
-    }
+    Ok(())
 }
 
 /// An Avro table's columns: those declared (the record's own `_key` and

@@ -13,10 +13,11 @@ use sqlparser::ast::{
     Expr, GroupByExpr, LimitClause, OrderByKind, Query, Select, SelectItem, SetExpr, TableFactor,
 };
 
+use super::error::SqlResult;
 use super::eval::{
-    check_columns, column_name, has_aggregate, mark_columns, Columns, Eval, Scope, SqlResult,
+    check_columns, column_name, has_aggregate, mark_columns, Columns, Eval, Folded, Scope,
 };
-use super::fold::{self, Folded, Groups, Plan};
+use super::fold::{self, Groups, Plan};
 use super::system::SystemTable;
 use super::value::{compare_keys, literal, SortDir};
 use super::{const_value, table_name, Caller, QueryResult, SqlError};
@@ -28,6 +29,9 @@ use crate::table::scan::{
     columns, fold_partition, partition_claims, scan_partition, settle_partition, ScanError,
     ScanShape, TopK,
 };
+
+#[cfg(test)]
+mod tests;
 
 /// An ORDER BY key: an expression (an output column by name or position,
 /// or one over the input) and its direction.
@@ -76,29 +80,7 @@ impl SelectPlan {
             return Err(format!("unsupported query: {}", q.body).into());
         };
         let sel: &Select = sel;
-        if sel.from.len() > 1 || sel.from.iter().any(|f| !f.joins.is_empty()) {
-            return Err("joins are not supported: select from one table"
-                .to_string()
-                .into());
-        }
-        let (table, system) = match sel.from.first() {
-            None => (None, None),
-            Some(f) => {
-                let TableFactor::Table { name, .. } = &f.relation else {
-                    return Err(format!("unsupported FROM: {}", f.relation).into());
-                };
-                match SystemTable::named(name) {
-                    Some(system) => (None, Some(system)),
-                    None => {
-                        let name = table_name(name);
-                        let meta = catalog
-                            .topic(&name)
-                            .ok_or_else(|| format!("no table {name}"))?;
-                        (Some(meta.clone()), None)
-                    }
-                }
-            }
-        };
+        let (table, system) = source(sel, catalog)?;
         let cols = Columns(match (&table, system) {
             (Some(meta), _) => columns(meta),
             (None, Some(system)) => system.columns(),
@@ -124,22 +106,7 @@ impl SelectPlan {
         let grouped = !group_by.is_empty()
             || items.iter().any(|(_, e)| has_aggregate(e))
             || sel.having.is_some();
-        let order: Vec<OrderKey> = match q.order_by.as_ref().map(|o| &o.kind) {
-            None => Vec::new(),
-            Some(OrderByKind::Expressions(list)) => list
-                .iter()
-                .map(|o| OrderKey {
-                    expr: o.expr.clone(),
-                    dir: SortDir {
-                        asc: o.options.asc.unwrap_or(true),
-                        nulls_first: o.options.nulls_first,
-                    },
-                })
-                .collect(),
-            Some(OrderByKind::All(_)) => {
-                return Err("ORDER BY ALL is not supported".to_string().into())
-            }
-        };
+        let order = order_keys(q)?;
         // A grouped query is folded as its rows are read (`fold`).
         let fold = if grouped {
             Some(Plan {
@@ -156,42 +123,7 @@ impl SelectPlan {
             None
         };
         let (limit, offset) = limits(q)?;
-        let distinct = sel.distinct.is_some();
-        let shape = match &table {
-            None => None,
-            Some(meta) => {
-                // With ORDER BY and LIMIT (no grouping, no DISTINCT), each
-                // partition keeps only its best OFFSET + LIMIT rows by the
-                // same keys: the answer is among them.
-                let top = match limit {
-                    Some(l) if !grouped && !order.is_empty() && !distinct => Some(TopK {
-                        keys: order
-                            .iter()
-                            .map(|k| input_key(&k.expr, &items))
-                            .collect::<SqlResult<_>>()?,
-                        dirs: order.iter().map(|k| k.dir).collect(),
-                        keep: offset.saturating_add(l),
-                    }),
-                    _ => None,
-                };
-                // With a LIMIT and nothing that needs every row first, the
-                // first OFFSET + LIMIT rows of each partition hold every
-                // row the answer can take (rows come out in partition, then
-                // offset order): `SELECT * FROM t LIMIT 10` reads ten rows
-                // a partition.
-                let needs_all = grouped || !order.is_empty() || distinct;
-                Some(ScanShape {
-                    cap: limit
-                        .filter(|_| !needs_all)
-                        .map(|l| offset.saturating_add(l)),
-                    used: used_columns(sel, &group_by, &order, &cols),
-                    max_bytes: max_scan_bytes / meta.partitions().max(1) as usize,
-                    top,
-                    losers: None,
-                })
-            }
-        };
-        Ok(SelectPlan {
+        let mut plan = SelectPlan {
             table,
             system,
             cols,
@@ -202,9 +134,56 @@ impl SelectPlan {
             fold,
             limit,
             offset,
-            distinct,
-            shape,
-        })
+            distinct: sel.distinct.is_some(),
+            shape: None,
+        };
+        plan.shape = plan.scan_shape(sel, &group_by, max_scan_bytes)?;
+        Ok(plan)
+    }
+
+    /// What each partition's owner gathers, with a table: the columns the
+    /// statement uses, its share of `max_scan_bytes`, and how many rows
+    /// (or which best ones) each partition keeps.
+    fn scan_shape(
+        &self,
+        sel: &Select,
+        group_by: &[Expr],
+        max_scan_bytes: usize,
+    ) -> SqlResult<Option<ScanShape>> {
+        let Some(meta) = &self.table else {
+            return Ok(None);
+        };
+        let (limit, offset, order) = (self.limit, self.offset, &self.order);
+        let grouped = self.fold.is_some();
+        // With ORDER BY and LIMIT (no grouping, no DISTINCT), each
+        // partition keeps only its best OFFSET + LIMIT rows by the
+        // same keys: the answer is among them.
+        let top = match limit {
+            Some(l) if !grouped && !order.is_empty() && !self.distinct => Some(TopK {
+                keys: order
+                    .iter()
+                    .map(|k| input_key(&k.expr, &self.items))
+                    .collect::<SqlResult<_>>()?,
+                dirs: order.iter().map(|k| k.dir).collect(),
+                keep: offset.saturating_add(l),
+            }),
+            _ => None,
+        };
+        // With a LIMIT and nothing that needs every row first, the
+        // first OFFSET + LIMIT rows of each partition hold every
+        // row the answer can take (rows come out in partition, then
+        // offset order): `SELECT * FROM t LIMIT 10` reads ten rows
+        // a partition.
+        let needs_all = grouped || !order.is_empty() || self.distinct;
+        Ok(Some(ScanShape {
+            cap: limit
+                .filter(|_| !needs_all)
+                .map(|l| offset.saturating_add(l)),
+            used: used_columns(sel, group_by, order, &self.cols),
+            max_bytes: max_scan_bytes / meta.partitions().max(1) as usize,
+            top,
+            losers: None,
+        }))
     }
 
     /// The table it reads, if any.
@@ -360,6 +339,51 @@ impl SelectPlan {
             rows,
         })
     }
+}
+
+/// What FROM names: a table of the catalog, a system table, or nothing
+/// (a SELECT without FROM). Joins are refused.
+fn source(
+    sel: &Select,
+    catalog: &Catalog,
+) -> Result<(Option<TopicMeta>, Option<SystemTable>), SqlError> {
+    if sel.from.len() > 1 || sel.from.iter().any(|f| !f.joins.is_empty()) {
+        return Err("joins are not supported: select from one table"
+            .to_string()
+            .into());
+    }
+    let Some(f) = sel.from.first() else {
+        return Ok((None, None));
+    };
+    let TableFactor::Table { name, .. } = &f.relation else {
+        return Err(format!("unsupported FROM: {}", f.relation).into());
+    };
+    if let Some(system) = SystemTable::named(name) {
+        return Ok((None, Some(system)));
+    }
+    let name = table_name(name);
+    let meta = catalog
+        .topic(&name)
+        .ok_or_else(|| format!("no table {name}"))?;
+    Ok((Some(meta.clone()), None))
+}
+
+/// The ORDER BY keys, in order.
+fn order_keys(q: &Query) -> SqlResult<Vec<OrderKey>> {
+    Ok(match q.order_by.as_ref().map(|o| &o.kind) {
+        None => Vec::new(),
+        Some(OrderByKind::Expressions(list)) => list
+            .iter()
+            .map(|o| OrderKey {
+                expr: o.expr.clone(),
+                dir: SortDir {
+                    asc: o.options.asc.unwrap_or(true),
+                    nulls_first: o.options.nulls_first,
+                },
+            })
+            .collect(),
+        Some(OrderByKind::All(_)) => return Err("ORDER BY ALL is not supported".to_string()),
+    })
 }
 
 /// The output columns: a wildcard's input columns, or each expression
@@ -536,139 +560,4 @@ where
     }
     parts.sort_by_key(|(i, _)| *i);
     Ok(parts.into_iter().map(|(_, r)| r).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::table::schema::{Column, ColumnType, TableSchema};
-
-    fn catalog() -> Catalog {
-        let mut c = Catalog::default();
-        let schema = TableSchema {
-            columns: vec![
-                Column {
-                    name: "id".into(),
-                    ty: ColumnType::Int,
-                    not_null: true,
-                    default: None,
-                },
-                Column {
-                    name: "name".into(),
-                    ty: ColumnType::Varchar,
-                    not_null: false,
-                    default: None,
-                },
-            ],
-            primary_key: vec![],
-            format: Default::default(),
-        };
-        c.topics.insert(
-            "people".into(),
-            TopicMeta {
-                name: "people".into(),
-                id: [1; 16],
-                shards: vec![0, 1, 0, 1],
-                config: Default::default(),
-                schema: Some(schema),
-            },
-        );
-        c
-    }
-
-    fn plan(sql: &str) -> Result<SelectPlan, SqlError> {
-        let mut s = super::super::bounds::parse(sql).map_err(SqlError::Statement)?;
-        let sqlparser::ast::Statement::Query(q) = s.remove(0) else {
-            panic!("not a query: {sql}")
-        };
-        SelectPlan::new(&q, &catalog(), 4 << 20)
-    }
-
-    fn refused(sql: &str) -> String {
-        match plan(sql) {
-            Err(SqlError::Statement(why)) => why,
-            other => panic!("{sql}: expected a refusal, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_plan_says_what_each_partition_gathers() {
-        let p = plan("SELECT name FROM people WHERE id > 3 LIMIT 5 OFFSET 2").unwrap();
-        let shape = p.shape.as_ref().expect("a table is scanned");
-        // Rows in offset order: each partition stops after OFFSET + LIMIT.
-        assert_eq!(shape.cap, Some(7));
-        assert!(shape.top.is_none());
-        // Only the columns named anywhere are filled.
-        assert_eq!(shape.used, Some(vec![true, true]));
-        assert_eq!(shape.max_bytes, (4 << 20) / 4);
-        assert!(p.fold.is_none());
-        let p = plan("SELECT name FROM people").unwrap();
-        assert_eq!(p.shape.unwrap().used, Some(vec![false, true]));
-        let p = plan("SELECT * FROM people").unwrap();
-        assert_eq!(p.shape.unwrap().used, None);
-    }
-
-    #[test]
-    fn order_by_with_limit_keeps_the_best_rows_per_partition() {
-        let p = plan("SELECT id, name AS n FROM people ORDER BY n DESC NULLS FIRST, 1 LIMIT 3")
-            .unwrap();
-        let shape = p.shape.unwrap();
-        assert_eq!(shape.cap, None, "every row is read to find the best");
-        let top = shape.top.expect("a top-k per partition");
-        assert_eq!(top.keep, 3);
-        // Output names and positions stand for their input expressions.
-        let keys: Vec<String> = top.keys.iter().map(|k| k.to_string()).collect();
-        assert_eq!(keys, vec!["name", "id"]);
-        assert_eq!(
-            top.dirs,
-            vec![
-                SortDir {
-                    asc: false,
-                    nulls_first: Some(true)
-                },
-                SortDir {
-                    asc: true,
-                    nulls_first: None
-                }
-            ]
-        );
-        // DISTINCT or grouping need every row: no top-k.
-        assert!(
-            plan("SELECT DISTINCT name FROM people ORDER BY name LIMIT 3")
-                .unwrap()
-                .shape
-                .unwrap()
-                .top
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn a_grouped_query_is_folded_on_the_owners() {
-        let p =
-            plan("SELECT name, count(*) FROM people GROUP BY name HAVING count(*) > 1").unwrap();
-        let fold = p.fold.expect("folded");
-        assert_eq!(fold.group_by.len(), 1);
-        assert_eq!(fold.aggregates.len(), 1, "count(*) is folded once");
-        assert_eq!(p.shape.unwrap().cap, None);
-    }
-
-    #[test]
-    fn bad_queries_are_refused_before_anything_runs() {
-        assert!(refused("SELECT * FROM nobody").contains("no table nobody"));
-        assert!(refused("SELECT age FROM people").contains("age"));
-        assert!(refused("SELECT * FROM people WHERE count(*) > 1").contains("WHERE"));
-        assert!(refused("SELECT * FROM people, people").contains("joins"));
-        assert!(refused("SELECT * FROM people LIMIT 'x'").contains("row count"));
-    }
-
-    #[test]
-    fn a_select_without_from_is_answered_without_a_node() {
-        let p = plan("SELECT 1 + 2 AS three, 'a' ORDER BY 1").unwrap();
-        assert!(p.shape.is_none());
-        let eval_input = Input::Rows(vec![Vec::new()]);
-        let answer = p.answer(eval_input).unwrap();
-        assert_eq!(answer.columns, vec!["three", "'a'"]);
-        assert_eq!(answer.rows, vec![vec![Value::from(3), Value::from("a")]]);
-    }
 }

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use serde_json::Value;
 use sqlparser::ast::Value as SqlValue;
 
-use super::eval::SqlResult;
+use super::error::SqlResult;
 
 /// The value of a literal.
 pub fn literal(v: &SqlValue) -> SqlResult<Value> {

@@ -20,9 +20,9 @@ use sqlparser::ast::{
     BinaryOperator, Delete, Expr, FromTable, Insert, SetExpr, TableFactor, TableObject,
 };
 
-use super::eval::{column_name, SqlResult};
+use super::eval::column_name;
 use super::select::each_partition;
-use super::{const_value, table_name, Caller, QueryResult, SqlError};
+use super::{const_value, error::SqlResult, table_name, Caller, QueryResult, SqlError};
 use crate::auth::acl::Operation;
 use crate::by_partition::PartitionWork;
 use crate::catalog::TopicMeta;

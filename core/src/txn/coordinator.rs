@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 
-use super::state::{self, EndOutcome, InitOutcome, TxnError, TxnMetadata, TxnState};
+use super::state::{self, EndOutcome, InitOutcome, TxnApi, TxnError, TxnMetadata, TxnState};
 use crate::catalog::Catalog;
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
@@ -41,10 +41,10 @@ impl From<TxnError> for TxnFailure {
 }
 
 impl TxnFailure {
-    /// The error code for a request of `api_key` at `version`.
-    pub fn code(&self, api_key: i16, version: i16) -> i16 {
+    /// The error code for a request of `api` at `version`.
+    pub fn code(&self, api: TxnApi, version: i16) -> i16 {
         match self {
-            TxnFailure::Refused(e) => e.code_for(api_key, version),
+            TxnFailure::Refused(e) => e.code_for(api, version).code(),
             TxnFailure::Node(e) => e.code.code(),
         }
     }

@@ -4,7 +4,7 @@
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use weir_core::auth::acl::{Operation, ResourceType};
-use weir_core::txn::state::API_ADD_OFFSETS_TO_TXN;
+use weir_core::txn::state::TxnApi;
 use weir_core::ErrorCode;
 
 use super::RequestContext;
@@ -30,7 +30,7 @@ pub async fn handle(cx: &RequestContext, req: AddOffsetsToTxnRequest) -> AddOffs
             Ok(()) => 0,
             Err(e) => {
                 log::debug!("AddOffsetsToTxn {id:?}: {e}");
-                e.code(API_ADD_OFFSETS_TO_TXN, version)
+                e.code(TxnApi::AddOffsetsToTxn, version)
             }
         }
     };

@@ -13,7 +13,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
-use weir_core::txn::state::API_ADD_PARTITIONS_TO_TXN;
+use weir_core::txn::state::TxnApi;
 use weir_core::{ErrorCode, Shard};
 
 use super::{Caller, RequestContext};
@@ -134,7 +134,7 @@ async fn one(
             match all_in {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(ErrorCode::InvalidTxnState.code()),
-                Err(e) => Err(e.code(API_ADD_PARTITIONS_TO_TXN, version)),
+                Err(e) => Err(e.code(TxnApi::AddPartitionsToTxn, version)),
             }
         } else {
             shard
@@ -142,7 +142,7 @@ async fn one(
                 .await
                 .map_err(|e| {
                     log::debug!("AddPartitionsToTxn {id:?}: {e}");
-                    e.code(API_ADD_PARTITIONS_TO_TXN, version)
+                    e.code(TxnApi::AddPartitionsToTxn, version)
                 })
         }
     };

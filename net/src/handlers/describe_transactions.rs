@@ -41,9 +41,9 @@ pub async fn handle(
         }
         let state = match shard.txn_describe(name).await {
             Err(e) => base.with_error_code(e.code.code()),
-            Ok(None) => base.with_error_code(weir_core::txn::state::TRANSACTIONAL_ID_NOT_FOUND),
+            Ok(None) => base.with_error_code(ErrorCode::TransactionalIdNotFound.code()),
             Ok(Some(m)) if m.state == TxnState::Dead => {
-                base.with_error_code(weir_core::txn::state::TRANSACTIONAL_ID_NOT_FOUND)
+                base.with_error_code(ErrorCode::TransactionalIdNotFound.code())
             }
             Ok(Some(m)) => {
                 let mut topics: Vec<TopicData> = Vec::new();

@@ -4,7 +4,7 @@
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 use weir_core::auth::acl::{Operation, ResourceType};
-use weir_core::txn::state::API_END_TXN;
+use weir_core::txn::state::TxnApi;
 use weir_core::ErrorCode;
 
 use super::RequestContext;
@@ -30,7 +30,7 @@ pub async fn handle(cx: &RequestContext, req: EndTxnRequest) -> EndTxnResponse {
             .with_producer_epoch(epoch),
         Err(e) => {
             log::debug!("EndTxn {id:?}: {e}");
-            answer.with_error_code(e.code(API_END_TXN, version))
+            answer.with_error_code(e.code(TxnApi::EndTxn, version))
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use super::RequestContext;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
-use weir_core::txn::state::API_INIT_PRODUCER_ID;
+use weir_core::txn::state::TxnApi;
 use weir_core::ErrorCode;
 
 pub const MIN: i16 = 0;
@@ -37,7 +37,7 @@ pub async fn handle(cx: &RequestContext, req: InitProducerIdRequest) -> InitProd
             Ok((pid, epoch)) => ok(pid, epoch),
             Err(e) => {
                 log::debug!("InitProducerId {id:?}: {e}");
-                fail(e.code(API_INIT_PRODUCER_ID, version))
+                fail(e.code(TxnApi::InitProducerId, version))
             }
         };
     }

@@ -1,0 +1,160 @@
+use super::*;
+
+#[test]
+fn a_damaged_catalog_gives_way_to_the_one_before_its_last_change() {
+    let dir = std::env::temp_dir().join(format!("weir-catalog-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cat = Catalog::load_or_create(&dir, 2).unwrap();
+    assert_eq!(cat.version, 0);
+    let id = cat.cluster_id.clone();
+    for v in [1, 2] {
+        cat.version = v;
+        cat.save(&dir).unwrap();
+    }
+    assert_eq!(Catalog::load_or_create(&dir, 2).unwrap().version, 2);
+    // A bit flipped inside the JSON: the checksum catches it.
+    let path = dir.join("catalog.json");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.iter().position(|b| *b == b'2').unwrap();
+    bytes[at] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let back = Catalog::load_or_create(&dir, 2).unwrap();
+    assert_eq!((back.version, back.cluster_id.as_str()), (1, id.as_str()));
+    // The damaged file was set aside and the good one written back; a
+    // stop between setting the old one aside and writing the new one
+    // leaves only `.prev`.
+    assert!(dir.join("catalog.json.damaged").exists());
+    assert_eq!(Catalog::load_or_create(&dir, 2).unwrap().version, 1);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(Catalog::load_or_create(&dir, 2).unwrap().version, 1);
+    // Both damaged: no start, and the error says so.
+    for name in ["catalog.json", "catalog.json.prev"] {
+        std::fs::write(dir.join(name), b"{\"topics\": ").unwrap();
+    }
+    let why = Catalog::load_or_create(&dir, 2).unwrap_err();
+    assert!(
+        why.contains("catalog.json is damaged") && why.contains("prev is damaged"),
+        "{why}"
+    );
+    // A catalog written before the checksum line existed loads as it is.
+    std::fs::write(&path, serde_json::to_vec(&back).unwrap()).unwrap();
+    assert_eq!(Catalog::load_or_create(&dir, 2).unwrap().version, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn names() {
+    assert!(validate_topic_name("orders-1.v2_x").is_ok());
+    for bad in ["", ".", "..", "a b", "ü", &"x".repeat(250)] {
+        assert_eq!(
+            validate_topic_name(bad).unwrap_err().code,
+            ErrorCode::InvalidTopicException
+        );
+    }
+}
+
+#[test]
+fn placement_spreads_and_is_stable() {
+    let shards: Vec<_> = (0..4).map(|p| placement("t", p, 2)).collect();
+    assert_eq!(shards.iter().filter(|&&s| s == 0).count(), 2);
+    assert_eq!(placement("t", 3, 2), shards[3]);
+}
+
+#[test]
+fn configs() {
+    let mut c = TopicConfig::default();
+    c.set("retention.ms", "1000").unwrap();
+    assert_eq!(c.get("retention.ms").unwrap(), "1000");
+    assert_eq!(
+        c.set("retention.ms", "abc").unwrap_err().code,
+        ErrorCode::InvalidConfig
+    );
+    let e = c.set("no.such", "abc").unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidConfig);
+    assert_eq!(e.message, "unknown topic config no.such");
+}
+
+#[test]
+fn cleanup_policy_and_retention() {
+    let mut c = TopicConfig::default();
+    assert_eq!(c.get("cleanup.policy").unwrap(), "delete");
+    c.set("retention.ms", "1000").unwrap();
+    c.set("retention.bytes", "5000").unwrap();
+    assert_eq!(c.log_config().retention_ms, 1000);
+    // Compact alone: nothing goes by retention.
+    c.set("cleanup.policy", "compact").unwrap();
+    assert_eq!(c.get("cleanup.policy").unwrap(), "compact");
+    let l = c.log_config();
+    assert_eq!((l.retention_ms, l.retention_bytes), (-1, -1));
+    // Both, in either order: retention applies.
+    c.set("cleanup.policy", " delete,compact").unwrap();
+    assert_eq!(c.get("cleanup.policy").unwrap(), "compact,delete");
+    assert_eq!(c.log_config().retention_bytes, 5000);
+    let e = c.set("cleanup.policy", "shred").unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidConfig);
+    assert!(e.message.contains("delete, compact or compact,delete"));
+    // A catalog written before the policy existed reads as `delete`.
+    let old = r#"{"retention_ms":1,"retention_bytes":-1,"max_message_bytes":10,"segment_bytes":100,"segment_ms":5}"#;
+    let c: TopicConfig = serde_json::from_str(old).unwrap();
+    assert_eq!(c.cleanup_policy, CleanupPolicy::Delete);
+    assert!(!c.log_append_time);
+}
+
+#[test]
+fn compaction_configs() {
+    let mut c = TopicConfig::default();
+    assert_eq!(c.log_config().compaction, None);
+    assert_eq!(c.get("min.cleanable.dirty.ratio").unwrap(), "0.5");
+    assert_eq!(c.get("delete.retention.ms").unwrap(), "86400000");
+    c.set("cleanup.policy", "compact").unwrap();
+    c.set("min.cleanable.dirty.ratio", "0.01").unwrap();
+    c.set("delete.retention.ms", "100").unwrap();
+    c.set("max.compaction.lag.ms", "60000").unwrap();
+    c.set("min.compaction.lag.ms", "5").unwrap();
+    assert_eq!(c.get("min.cleanable.dirty.ratio").unwrap(), "0.01");
+    let l = c.log_config();
+    let k = l.compaction.unwrap();
+    assert_eq!(
+        (
+            k.delete_retention_ms,
+            k.min_lag_ms,
+            k.max_lag_ms,
+            k.min_dirty_ratio_ppm
+        ),
+        (100, 5, 60000, 10_000)
+    );
+    // The active segment rolls by the max lag.
+    assert_eq!(l.segment_ms, 60000);
+    for (name, bad) in [
+        ("min.cleanable.dirty.ratio", "1.5"),
+        ("min.cleanable.dirty.ratio", "x"),
+        ("delete.retention.ms", "-1"),
+        ("max.compaction.lag.ms", "0"),
+    ] {
+        let e = c.set(name, bad).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidConfig, "{name}={bad}");
+    }
+    assert!(c.is_set("min.cleanable.dirty.ratio"));
+    c.reset("min.cleanable.dirty.ratio").unwrap();
+    assert_eq!(c.min_cleanable_dirty_ratio_ppm, 500_000);
+    assert!(!c.is_set("min.cleanable.dirty.ratio"));
+    // Older catalogs read with Kafka's defaults.
+    let old = r#"{"retention_ms":1,"retention_bytes":-1,"max_message_bytes":10,"segment_bytes":100,"segment_ms":5,"explicit":3}"#;
+    let c: TopicConfig = serde_json::from_str(old).unwrap();
+    assert_eq!(c.max_compaction_lag_ms, i64::MAX);
+    assert_eq!(c.delete_retention_ms, 86_400_000);
+}
+
+#[test]
+fn message_timestamp_type() {
+    let mut c = TopicConfig::default();
+    assert_eq!(c.get("message.timestamp.type").unwrap(), "CreateTime");
+    c.set("message.timestamp.type", "LogAppendTime").unwrap();
+    assert!(c.log_config().log_append_time);
+    assert_eq!(c.get("message.timestamp.type").unwrap(), "LogAppendTime");
+    let e = c.set("message.timestamp.type", "Now").unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidConfig);
+    c.reset("message.timestamp.type").unwrap();
+    assert!(!c.log_config().log_append_time);
+}
