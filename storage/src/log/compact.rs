@@ -39,8 +39,8 @@ use crate::batch::{
     batch_start, crc_ok, BatchHeader, BatchIter, ATTR_COMPRESSION_MASK, ATTR_DELETE_HORIZON,
     HEADER_LEN, LOG_OVERHEAD,
 };
-use crate::records::read_varlong;
 use crate::segment::{align_down, align_up, cleaned_path, complete_swap, swap_path};
+use crate::varint::{read_varlong, write_varlong};
 
 /// Bytes of a segment read at a time while cleaning.
 const CHUNK: usize = 1 << 20;
@@ -592,10 +592,10 @@ impl PartitionLog {
                         .saturating_sub(base);
                     let mut head = bytes::BytesMut::with_capacity(12);
                     head.extend_from_slice(&body[r.bytes.start + r.len_bytes..][..1]);
-                    crate::records::write_varlong(&mut head, delta);
+                    write_varlong(&mut head, delta);
                     let rest = &body[r.after_timestamp.clone()];
                     let mut len = bytes::BytesMut::with_capacity(5);
-                    crate::records::write_varlong(&mut len, (head.len() + rest.len()) as i64);
+                    write_varlong(&mut len, (head.len() + rest.len()) as i64);
                     new_body.extend_from_slice(&len);
                     new_body.extend_from_slice(&head);
                     new_body.extend_from_slice(rest);
