@@ -130,6 +130,9 @@ impl PartitionLog {
         out
     }
 
+    /// One pass: whether one is due, the key map of the dirty segments,
+    /// the segments up to where it reaches rewritten group by group (each
+    /// new segment swapped in as it is finished), the progress saved.
     async fn clean_pass(
         &self,
         now_ms: i64,
