@@ -7,6 +7,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::chunks::Chunks;
+use crate::varint::read_varlong;
 
 /// Size of the fixed v2 batch header.
 pub const HEADER_LEN: usize = 61;
@@ -154,11 +155,11 @@ pub fn control_marker(batch: &[u8], h: &BatchHeader) -> Option<Marker> {
         return None;
     }
     let mut at = HEADER_LEN;
-    let _len = crate::records::read_varlong(batch, &mut at)?;
+    let _len = read_varlong(batch, &mut at)?;
     at += 1; // attributes
-    crate::records::read_varlong(batch, &mut at)?; // timestamp delta
-    crate::records::read_varlong(batch, &mut at)?; // offset delta
-    let key_len = crate::records::read_varlong(batch, &mut at)?;
+    read_varlong(batch, &mut at)?; // timestamp delta
+    read_varlong(batch, &mut at)?; // offset delta
+    let key_len = read_varlong(batch, &mut at)?;
     if key_len < 4 {
         return None;
     }
@@ -260,6 +261,46 @@ pub fn assign_offset(
     let mut out = Chunks::from(head.freeze());
     out.push(body);
     out
+}
+
+/// What a read's pieces hold, counted from their batch headers (here, not
+/// in `chunks`, so that pieces of bytes know nothing of batches).
+impl Chunks {
+    /// The application records in the whole batches held (control
+    /// batches and a cut-off last batch are not counted): what a fetch
+    /// delivers, counted from the batch headers alone. One pass over the
+    /// pieces, whatever their number.
+    pub fn record_count(&self) -> u64 {
+        let mut header = [0u8; HEADER_LEN];
+        // The piece holding byte `start` of the whole, and where it begins.
+        let (mut part, mut part_start) = (0usize, 0usize);
+        let (mut pos, mut n) = (0usize, 0u64);
+        while pos + HEADER_LEN <= self.len() {
+            while part_start + self.parts()[part].len() <= pos {
+                part_start += self.parts()[part].len();
+                part += 1;
+            }
+            // Gather the header, across pieces if it spans them.
+            let (mut filled, mut i, mut at) = (0, part, pos - part_start);
+            while filled < HEADER_LEN {
+                let piece = &self.parts()[i][at..];
+                let take = piece.len().min(HEADER_LEN - filled);
+                header[filled..filled + take].copy_from_slice(&piece[..take]);
+                filled += take;
+                i += 1;
+                at = 0;
+            }
+            let h = BatchHeader::parse(&header).expect("a whole header");
+            if h.batch_length <= 0 || pos + h.total_len() > self.len() {
+                break;
+            }
+            if !h.is_control() {
+                n += h.record_count.max(0) as u64;
+            }
+            pos += h.total_len();
+        }
+        n
+    }
 }
 
 /// Direct-I/O block size of segment files: flushes write whole blocks, and
@@ -428,6 +469,28 @@ pub(crate) mod tests {
         end.resize(end.len() + 100, 0);
         assert_eq!(BatchIter::in_file(&end, at).count(), 1);
         assert_eq!(batch_start(&end[end.len() - 100..], BLOCK), BLOCK);
+    }
+
+    #[test]
+    fn records_are_counted_across_pieces_and_a_cut_off_batch_is_not() {
+        let a = make_batch(3, 1, 0);
+        let control = make_batch(1, 1, ATTR_CONTROL);
+        let b = make_batch(5, 1, 0);
+        let mut whole = Vec::new();
+        whole.extend_from_slice(&a);
+        whole.extend_from_slice(&control);
+        whole.extend_from_slice(&b);
+        let whole = Bytes::from(whole);
+        // Split mid-header and mid-body, as stored batches are pieces.
+        let mut c = Chunks::default();
+        for (from, to) in [(0, 20), (20, a.len() + 30), (a.len() + 30, whole.len())] {
+            c.push(whole.slice(from..to));
+        }
+        assert_eq!(c.record_count(), 8);
+        let mut cut = Chunks::default();
+        cut.push(whole.slice(..whole.len() - 1));
+        assert_eq!(cut.record_count(), 3);
+        assert_eq!(Chunks::default().record_count(), 0);
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! weir-storage: the on-disk log of a partition.
 //!
-//! - [`batch`]: Kafka v2 record batch headers, validation, offset assignment.
+//! - [`varint`]: Kafka's zigzag varints (record fields).
 //! - [`chunks`]: bytes in shared pieces (a stored batch: patched header, body).
+//! - [`batch`]: Kafka v2 record batch headers, validation, offset assignment.
 //! - [`records`]: reading records inside a batch, building batches.
+//!
+//! Those four build one way: `records` on `batch`, `batch` on `chunks` and
+//! `varint`, which use no other module of the crate.
 //! - [`compression`]: Kafka's codecs, decompressed with a size bound.
 //! - [`index`]: the sparse offset and time indexes of a segment.
 //! - [`dma_copy`]: the flush's copy into a DMA buffer, past the cache.
@@ -32,6 +36,7 @@ pub mod segment;
 pub(crate) mod sim_disk;
 #[doc(hidden)]
 pub mod testing;
+pub mod varint;
 
 pub use chunks::Chunks;
 pub use log::{Appended, Cleaned, Compaction, FlushTimes, LogConfig, PartitionLog, ReadResult};

@@ -39,6 +39,99 @@ pub(super) async fn read_exact(
     Ok(crate::dma_copy::gather(pieces.iter().map(|r| &r[..])))
 }
 
+/// Where a read finds its offset: the segment holding it, copied out of
+/// the log's state, and the log's bounds at that moment.
+struct ReadAt {
+    file: Rc<glommio::io::DmaFile>,
+    /// The indexed file position at or before the offset.
+    pos: u64,
+    /// The segment's durable size: nothing past it is read.
+    limit: u64,
+    /// The offset after the segment's last batch.
+    end: i64,
+    hw: i64,
+    log_start: i64,
+    base: i64,
+    is_last: bool,
+    /// Batches below this byte passed their CRC-32C since opening.
+    verified: u64,
+    damaged: Option<i64>,
+}
+
+/// What `segment_at` found.
+enum Lookup {
+    /// The answer, with nothing to read.
+    Done(ReadResult),
+    At(ReadAt),
+}
+
+/// The batches a read takes from what it read (see `take_batches`).
+struct Taken {
+    /// Runs of adjacent batches, as ranges of the bytes read.
+    runs: Vec<(usize, usize)>,
+    /// The last offset taken.
+    last: Option<i64>,
+    /// Where the last batch taken ends, in the bytes read.
+    end: usize,
+    /// The file position of the first batch taken.
+    first_at: Option<u64>,
+    /// A batch that failed its CRC-32C: its offset and file position.
+    corrupt: Option<(i64, u64)>,
+}
+
+/// The batches from the one holding `offset`, as runs of adjacent ones
+/// (padding between runs is left out), from `data` read at file position
+/// `pos`: those beginning before `upto`, up to `max_bytes` (at least one).
+/// Each not yet verified since the segment was opened (ending past
+/// `verified`) must pass its CRC-32C: a damaged batch and what follows it
+/// are not served.
+fn take_batches(
+    data: &[u8],
+    pos: u64,
+    offset: i64,
+    upto: i64,
+    max_bytes: usize,
+    verified: u64,
+) -> Taken {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut taken = 0usize;
+    let mut last = None;
+    let mut end = 0usize;
+    let mut first_at = None;
+    let mut corrupt = None;
+    for (at, h) in BatchIter::in_file(data, pos) {
+        if h.last_offset() < offset {
+            continue;
+        }
+        if h.base_offset >= upto {
+            break;
+        }
+        if taken > 0 && taken + h.total_len() > max_bytes {
+            break;
+        }
+        let batch_end = pos + (at + h.total_len()) as u64;
+        if batch_end > verified && !crc_ok(&data[at..at + h.total_len()], &h) {
+            corrupt = Some((h.base_offset, pos + at as u64));
+            break;
+        }
+        first_at.get_or_insert(pos + at as u64);
+        taken += h.total_len();
+        end = at + h.total_len();
+        last = Some(h.last_offset());
+        match runs.last_mut() {
+            Some(run) if run.1 == at => run.1 = end,
+            _ => runs.push((at, end)),
+        }
+    }
+    Taken {
+        runs,
+        last,
+        end,
+        first_at,
+        corrupt,
+    }
+}
+
 impl PartitionLog {
     /// Reads whole batches from `offset`, up to about `max_bytes` (at least
     /// one batch, as Kafka does, so a large batch never blocks a consumer).
@@ -57,177 +150,175 @@ impl PartitionLog {
     ) -> Result<ReadResult, StorageError> {
         let mut offset = offset;
         loop {
-            let (file, mut pos, limit, seg_end, hw, start, seg_base, is_last, verified, damaged) = {
-                let st = self.state.borrow();
-                let (hw, start) = (st.durable_offset, st.log_start);
-                assert!(
-                    hw <= st.next_offset,
-                    "high watermark {hw} past the log end {}",
-                    st.next_offset
-                );
-                if offset < start || offset > hw {
-                    return Err(StorageError::OffsetOutOfRange {
-                        offset,
-                        log_start: start,
-                        high_watermark: hw,
-                    });
-                }
-                if offset >= hw.min(upto) {
-                    return Ok(ReadResult {
-                        batches: Chunks::default(),
-                        high_watermark: hw,
-                        log_start: start,
-                    });
-                }
-                let seg = st
-                    .segments
-                    .range(..=offset)
-                    .next_back()
-                    .map(|(_, s)| s)
-                    .expect("segment for offset");
-                let pos = seg.index().lookup((offset - seg.base()) as u32) as u64;
-                (
-                    seg.file().clone(),
-                    pos,
-                    seg.durable_size(),
-                    seg.next_offset(),
-                    hw,
-                    start,
-                    seg.base(),
-                    st.segments.range(offset + 1..).next().is_none(),
-                    seg.verified(),
-                    seg.damaged_from(),
-                )
+            let seg = match self.segment_at(offset, upto)? {
+                Lookup::Done(r) => return Ok(r),
+                Lookup::At(seg) => seg,
             };
-            if offset >= seg_end {
+            if offset >= seg.end {
                 // The offset is at the end of a segment: the next one has it.
-                offset = seg_end;
+                offset = seg.end;
                 continue;
             }
-            let want = ((limit - pos) as usize)
+            let want = ((seg.limit - seg.pos) as usize)
                 .min(max_bytes.max(1) + 2 * crate::index::INDEX_INTERVAL_BYTES as usize);
-            // A sequential reader finds its next bytes already read ahead.
-            let ahead = self
-                .readahead
-                .borrow_mut()
-                .take()
-                .filter(|r| r.offset == offset && r.seg_base == seg_base);
-            let data = match ahead {
-                Some(r) => match r.task.await {
-                    Some(Ok(d)) if !d.is_empty() => {
-                        pos = r.pos;
-                        d
-                    }
-                    _ => read_exact(&file, pos, want).await?,
-                },
-                None => read_exact(&file, pos, want).await?,
-            };
-            // The batches from the one holding `offset`, as runs of
-            // adjacent ones (padding between runs is left out). Each not
-            // yet verified since the segment was opened must pass its
-            // CRC-32C: a damaged batch and what follows it are not served.
-            let mut runs: Vec<(usize, usize)> = Vec::new();
-            let mut taken = 0usize;
-            let mut last = None;
-            let mut end = 0usize;
-            let mut first_at = None;
-            let mut corrupt = None;
-            for (at, h) in BatchIter::in_file(&data, pos) {
-                if h.last_offset() < offset {
-                    continue;
-                }
-                if h.base_offset >= upto {
-                    break;
-                }
-                if taken > 0 && taken + h.total_len() > max_bytes {
-                    break;
-                }
-                let batch_end = pos + (at + h.total_len()) as u64;
-                if batch_end > verified && !crc_ok(&data[at..at + h.total_len()], &h) {
-                    corrupt = Some((h.base_offset, pos + at as u64));
-                    break;
-                }
-                first_at.get_or_insert(pos + at as u64);
-                taken += h.total_len();
-                end = at + h.total_len();
-                last = Some(h.last_offset());
-                match runs.last_mut() {
-                    Some(run) if run.1 == at => run.1 = end,
-                    _ => runs.push((at, end)),
-                }
+            let (data, pos) = self.read_from(&seg, offset, want).await?;
+            let found = take_batches(&data, pos, offset, upto, max_bytes, seg.verified);
+            let mut end_pos = pos + found.end as u64;
+            let mut last = found.last;
+            if let Some((bad, at)) = found.corrupt.filter(|_| found.runs.is_empty()) {
+                return Err(self.corrupt_batch(seg.base, bad, at));
             }
-            let mut end_pos = pos + end as u64;
-            if let Some((bad, at)) = corrupt.filter(|_| runs.is_empty()) {
-                return Err(self.corrupt_batch(seg_base, bad, at));
-            }
-            if first_at.is_some_and(|a| a <= verified) {
-                self.mark_verified(seg_base, end_pos);
+            if found.first_at.is_some_and(|a| a <= seg.verified) {
+                self.mark_verified(seg.base, end_pos);
             }
             let mut batches = Chunks::default();
-            for (from, to) in runs {
+            for (from, to) in found.runs {
                 batches.push(data.slice(from..to));
             }
-            if batches.is_empty() && corrupt.is_none() {
+            if batches.is_empty() && found.corrupt.is_none() {
                 // The batch holding `offset` did not fit in what was read.
-                let mut at = pos;
-                let mut whole = None;
-                while at < limit {
-                    let rest = &data[((at - pos) as usize).min(data.len())..];
-                    at = crate::batch::batch_start(rest, at);
-                    let Some(h) = data.get((at - pos) as usize..).and_then(BatchHeader::parse)
-                    else {
-                        break;
-                    };
-                    if h.last_offset() >= offset {
-                        let len = (h.total_len() as u64).min(limit - at);
-                        let batch = read_exact(&file, at, len as usize).await?;
-                        if at + len > verified && !crc_ok(&batch, &h) {
-                            return Err(self.corrupt_batch(seg_base, h.base_offset, at));
-                        }
-                        if at <= verified {
-                            self.mark_verified(seg_base, at + len);
-                        }
-                        whole = Some(batch);
-                        end_pos = at + len;
-                        last = Some(h.last_offset());
-                        break;
-                    }
-                    at += h.total_len() as u64;
-                }
-                if let Some(from) = damaged.filter(|d| whole.is_none() && offset >= *d) {
+                let whole = self.read_whole_batch(&seg, &data, pos, offset).await?;
+                if let Some(from) = seg.damaged.filter(|d| whole.is_none() && offset >= *d) {
                     let why = format!(
-                        "{}: offset {offset} is in the damaged part of segment {seg_base} \
+                        "{}: offset {offset} is in the damaged part of segment {} \
                          (offsets {from} to {}, which fail their CRC-32C check): not served",
                         self.dir.display(),
-                        seg_end - 1
+                        seg.base,
+                        seg.end - 1
                     );
                     // The damage begins where the valid bytes end.
-                    return Err(self.report_corrupt(seg_base, limit, why));
+                    return Err(self.report_corrupt(seg.base, seg.limit, why));
                 }
-                if whole.is_none() && !is_last {
+                if whole.is_none() && !seg.is_last {
                     // Compaction left no batch at or after `offset` in this
                     // segment: the next one holds what follows.
-                    offset = seg_end;
+                    offset = seg.end;
                     continue;
                 }
-                batches = whole
-                    .ok_or_else(|| {
-                        StorageError::Corrupt(format!(
-                            "{}: no batch holds offset {offset} below the high watermark",
-                            self.dir.display()
-                        ))
-                    })?
-                    .into();
+                let (batch, batch_end, batch_last) = whole.ok_or_else(|| {
+                    StorageError::Corrupt(format!(
+                        "{}: no batch holds offset {offset} below the high watermark",
+                        self.dir.display()
+                    ))
+                })?;
+                end_pos = batch_end;
+                last = Some(batch_last);
+                batches = batch.into();
             }
             if let Some(last) = last {
-                self.read_ahead(last + 1, &file, seg_base, end_pos, limit, want);
+                self.read_ahead(last + 1, &seg.file, seg.base, end_pos, seg.limit, want);
             }
             return Ok(ReadResult {
                 batches,
-                high_watermark: hw,
-                log_start: start,
+                high_watermark: seg.hw,
+                log_start: seg.log_start,
             });
         }
+    }
+
+    /// The segment a read at `offset` starts in, copied out of the log's
+    /// state (no borrow is held across the reads); or the answer at once:
+    /// out of range, or nothing to read below `upto` and the high watermark.
+    fn segment_at(&self, offset: i64, upto: i64) -> Result<Lookup, StorageError> {
+        let st = self.state.borrow();
+        let (hw, start) = (st.durable_offset, st.log_start);
+        assert!(
+            hw <= st.next_offset,
+            "high watermark {hw} past the log end {}",
+            st.next_offset
+        );
+        if offset < start || offset > hw {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: start,
+                high_watermark: hw,
+            });
+        }
+        if offset >= hw.min(upto) {
+            return Ok(Lookup::Done(ReadResult {
+                batches: Chunks::default(),
+                high_watermark: hw,
+                log_start: start,
+            }));
+        }
+        let seg = st
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map(|(_, s)| s)
+            .expect("segment for offset");
+        let pos = seg.index().lookup((offset - seg.base()) as u32) as u64;
+        Ok(Lookup::At(ReadAt {
+            file: seg.file().clone(),
+            pos,
+            limit: seg.durable_size(),
+            end: seg.next_offset(),
+            hw,
+            log_start: start,
+            base: seg.base(),
+            is_last: st.segments.range(offset + 1..).next().is_none(),
+            verified: seg.verified(),
+            damaged: seg.damaged_from(),
+        }))
+    }
+
+    /// The bytes a read at `offset` starts from (up to `want` of them) and
+    /// their file position: what was read ahead for it, or a direct read
+    /// from the indexed position before it.
+    async fn read_from(
+        &self,
+        seg: &ReadAt,
+        offset: i64,
+        want: usize,
+    ) -> Result<(Bytes, u64), StorageError> {
+        // A sequential reader finds its next bytes already read ahead.
+        let ahead = self
+            .readahead
+            .borrow_mut()
+            .take()
+            .filter(|r| r.offset == offset && r.seg_base == seg.base);
+        Ok(match ahead {
+            Some(r) => match r.task.await {
+                Some(Ok(d)) if !d.is_empty() => (d, r.pos),
+                _ => (read_exact(&seg.file, seg.pos, want).await?, seg.pos),
+            },
+            None => (read_exact(&seg.file, seg.pos, want).await?, seg.pos),
+        })
+    }
+
+    /// The batch holding `offset` when it did not fit in `data` (read at
+    /// file position `pos`): found by stepping over the batches before it,
+    /// then read whole (cut at the durable end) and checked, with where it
+    /// ends and its last offset. `None` when no batch in the segment holds
+    /// `offset` or one after it.
+    async fn read_whole_batch(
+        &self,
+        seg: &ReadAt,
+        data: &[u8],
+        pos: u64,
+        offset: i64,
+    ) -> Result<Option<(Bytes, u64, i64)>, StorageError> {
+        let mut at = pos;
+        while at < seg.limit {
+            let rest = &data[((at - pos) as usize).min(data.len())..];
+            at = crate::batch::batch_start(rest, at);
+            let Some(h) = data.get((at - pos) as usize..).and_then(BatchHeader::parse) else {
+                break;
+            };
+            if h.last_offset() >= offset {
+                let len = (h.total_len() as u64).min(seg.limit - at);
+                let batch = read_exact(&seg.file, at, len as usize).await?;
+                if at + len > seg.verified && !crc_ok(&batch, &h) {
+                    return Err(self.corrupt_batch(seg.base, h.base_offset, at));
+                }
+                if at <= seg.verified {
+                    self.mark_verified(seg.base, at + len);
+                }
+                return Ok(Some((batch, at + len, h.last_offset())));
+            }
+            at += h.total_len() as u64;
+        }
+        Ok(None)
     }
 
     /// Batches up to byte `to` of segment `seg_base` passed their CRC-32C
