@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ErrorCode, KafkaError};
 
+pub mod schema;
 #[cfg(test)]
 mod tests;
 
@@ -296,7 +297,7 @@ pub struct TopicMeta {
     pub config: TopicConfig,
     /// A typed table's schema (CREATE TABLE); `None`: a raw topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schema: Option<crate::table::schema::TableSchema>,
+    pub schema: Option<schema::TableSchema>,
 }
 
 impl TopicMeta {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use crate::catalog::Catalog;
 use crate::clock::now_ms;
 use crate::error::ErrorCode;
-use crate::TopicPartition;
+use crate::topic_partition::TopicPartition;
 
 use super::group::{self, Group};
 use super::store::{Committed, Entry};

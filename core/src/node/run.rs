@@ -104,6 +104,7 @@ async fn open(id: usize, launch: &Launch) -> Result<(Rc<Shard>, Vec<Task<()>>), 
         groups,
         producer_ids,
     }));
+    crate::registry::install(&shard);
     let mesh_tasks = run_jobs(&shard, receivers);
     shard
         .open_owned_partitions(&launch.catalog)

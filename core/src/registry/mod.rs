@@ -23,8 +23,9 @@ use weir_storage::records::{build_stamped_batch, Producer};
 use crate::by_partition::PartitionWork;
 use crate::catalog::placement;
 use crate::shard::{NewTopic, Shard};
-use crate::TopicPartition;
-use schema::Kind;
+use crate::table::avro::{Fetched, SchemaSource, WriterSchemas};
+use crate::topic_partition::TopicPartition;
+use futures::future::LocalBoxFuture;
 use state::{encode, Change, State};
 
 /// The topic the registry keeps its records in (Confluent's name).
@@ -74,19 +75,6 @@ pub fn owner(shard: &Shard) -> usize {
         .unwrap_or_else(|| placement(TOPIC, 0, shard.nr_shards))
 }
 
-/// A registered schema as another shard takes it, to read records with
-/// (`table::avro`).
-#[derive(Debug, Clone)]
-pub struct Fetched {
-    pub id: i32,
-    pub kind: Kind,
-    pub text: String,
-    /// The texts of the schemas it references.
-    pub refs: Vec<String>,
-    /// The subjects a live version of it is registered under.
-    pub subjects: Vec<String>,
-}
-
 fn fetched(st: &State, id: i32) -> Option<Fetched> {
     let full = st.full(id)?;
     Some(Fetched {
@@ -126,6 +114,36 @@ pub async fn latest(shard: &Rc<Shard>, subject: String) -> Result<Option<Fetched
         .map_err(|e| e.message)?
 }
 
+/// The registry as the source of writer schemas that Avro tables read and
+/// check records with (`table::avro::SchemaSource`).
+pub struct Source;
+
+impl SchemaSource for Source {
+    fn by_id(
+        &self,
+        shard: &Rc<Shard>,
+        ids: Vec<i32>,
+    ) -> LocalBoxFuture<'static, Result<Vec<Fetched>, String>> {
+        let shard = shard.clone();
+        Box::pin(async move { schemas_by_id(&shard, ids).await })
+    }
+
+    fn latest(
+        &self,
+        shard: &Rc<Shard>,
+        subject: String,
+    ) -> LocalBoxFuture<'static, Result<Option<Fetched>, String>> {
+        let shard = shard.clone();
+        Box::pin(async move { latest(&shard, subject).await })
+    }
+}
+
+/// Makes this shard's Avro tables take their writer schemas from the
+/// registry (at start-up).
+pub fn install(shard: &Shard) {
+    shard.state::<WriterSchemas>().set_source(Rc::new(Source));
+}
+
 impl Registry {
     /// Applies the records of `_schemas` not applied yet.
     async fn refresh(&self, shard: &Rc<Shard>) -> Result<(), Answer> {
@@ -143,7 +161,7 @@ impl Registry {
             st.upto
         };
         let state = &self.state;
-        crate::table::scan::each_record(&p, from, None, &mut |r| {
+        crate::table::read::each_record(&p, from, None, &mut |r| {
             let mut st = state.borrow_mut();
             if r.offset < st.upto {
                 return Ok(ControlFlow::Continue(()));

@@ -14,7 +14,7 @@ use crate::catalog::{
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
 use crate::partition::Partition;
-use crate::TopicPartition;
+use crate::topic_partition::TopicPartition;
 
 use super::{Shard, CATALOG_SHARD};
 
@@ -26,7 +26,7 @@ pub struct NewTopic {
     pub replication_factor: i16,
     pub configs: Vec<(String, Option<String>)>,
     /// CREATE TABLE's columns; `None` for a raw topic.
-    pub schema: Option<crate::table::schema::TableSchema>,
+    pub schema: Option<crate::catalog::schema::TableSchema>,
 }
 
 /// One config change of an IncrementalAlterConfigs request.

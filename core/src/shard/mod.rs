@@ -32,7 +32,7 @@ use crate::counters::{ApiLatency, CounterValues, Counters};
 use crate::error::{ErrorCode, KafkaError};
 use crate::groups::{owner_shard, Coordinator, ListedGroup};
 use crate::partition::Partition;
-use crate::{TopicPartition, TopicPartitionRef};
+use crate::topic_partition::{TopicPartition, TopicPartitionRef};
 
 mod admin;
 mod routed;

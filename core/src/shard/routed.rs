@@ -241,7 +241,7 @@ impl Shard {
                 if let Some(p) = &part {
                     watches.push(p.watch());
                 }
-                crate::crash_point::panic_point("fetch", &fp.topic);
+                weir_storage::crash_point::panic_point("fetch", &fp.topic);
                 async move {
                     match part {
                         Some(p) => p.read(fp.offset, limit, fp.committed).await,

@@ -1,7 +1,7 @@
 //! SELECT: `SelectPlan::new` parses and checks a query against the
 //! catalog (no I/O: testable without a node); `execute` gathers its input
 //! from the owners of the table's partitions (rows or folded groups, see
-//! `table::scan`) and makes the answer on the shard that took the request:
+//! `sql::scan`) and makes the answer on the shard that took the request:
 //! HAVING, the output columns, DISTINCT, ORDER BY, OFFSET and LIMIT. A
 //! system table (`system`) is gathered, filtered and folded there too.
 
@@ -24,11 +24,11 @@ use super::{const_value, table_name, Caller, QueryResult, SqlError};
 use crate::catalog::{Catalog, TopicMeta};
 use crate::partitioner::partition_for_key;
 use crate::shard::Shard;
-use crate::table::keyed::{Claim, Losers};
-use crate::table::scan::{
-    columns, fold_partition, partition_claims, scan_partition, settle_partition, ScanError,
-    ScanShape, TopK,
+use crate::sql::scan::{
+    fold_partition, partition_claims, scan_partition, settle_partition, ScanShape, TopK,
 };
+use crate::table::keyed::{Claim, Losers};
+use crate::table::read::{columns, ScanError};
 
 #[cfg(test)]
 mod tests;
@@ -536,9 +536,9 @@ where
     Fut: std::future::Future<Output = Result<R, ScanError>> + 'static,
 {
     let work: Vec<_> = (0..meta.partitions())
-        .map(|p| crate::PartitionWork {
+        .map(|p| crate::by_partition::PartitionWork {
             at: p as usize,
-            tp: crate::TopicPartition::new(meta.name.clone(), p),
+            tp: crate::topic_partition::TopicPartition::new(meta.name.clone(), p),
             arg: arg.clone(),
         })
         .collect();

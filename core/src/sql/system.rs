@@ -24,7 +24,7 @@ use super::{Caller, QueryResult, SqlError};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::by_partition::PartitionWork;
 use crate::shard::Shard;
-use crate::TopicPartition;
+use crate::topic_partition::TopicPartition;
 
 /// A table of the node's own state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

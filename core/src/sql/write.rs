@@ -28,12 +28,12 @@ use crate::by_partition::PartitionWork;
 use crate::catalog::TopicMeta;
 use crate::partitioner::partition_for_key;
 use crate::shard::Shard;
+use crate::sql::scan::partition_copies;
 use crate::table::avro;
 use crate::table::keyed::rank;
 use crate::table::row::{check_record, convert, object_bytes, to_row, Incoming};
-use crate::table::scan::partition_copies;
 use crate::table::schema::{parse_bytes, parse_timestamp, ColumnType, TableSchema};
-use crate::TopicPartition;
+use crate::topic_partition::TopicPartition;
 use weir_storage::records::{build_stamped_batch, Header, Producer};
 
 /// The most rows one DELETE may name: `a IN (...) AND b IN (...)` names
@@ -71,7 +71,7 @@ pub(super) async fn insert(
         None => None,
     };
     let columns: Vec<String> = if ins.columns.is_empty() {
-        crate::table::scan::columns(meta)
+        crate::table::read::columns(meta)
     } else {
         ins.columns.iter().map(|c| c.value.clone()).collect()
     };

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use apache_avro::schema::{Name, Namespace, RecordSchema, ResolvedSchema, Schema};
 use bytes::Bytes;
+use futures::future::LocalBoxFuture;
 use serde_json::{Map, Value};
 use weir_storage::batch::BatchHeader;
 use weir_storage::records::batch_records;
@@ -28,7 +29,7 @@ use weir_storage::records::batch_records;
 use super::row::{check_not_null, convert, debezium, Incoming};
 use super::schema::{bytes_value, format_timestamp, Column, ColumnType, TableSchema};
 use crate::error::{ErrorCode, KafkaError};
-use crate::registry::{self, schema::Kind, Fetched};
+use crate::registry::schema::{self as registry_schema, Kind};
 use crate::shard::Shard;
 
 /// The first byte of a framed value.
@@ -88,7 +89,7 @@ impl Writer {
                 f.kind.name()
             ));
         }
-        let schema = registry::schema::standalone_avro(&f.text, &f.refs)
+        let schema = registry_schema::standalone_avro(&f.text, &f.refs)
             .map_err(|e| format!("schema id {} does not parse: {e}", f.id))?;
         let names = ResolvedSchema::try_from(&schema)
             .map_err(|e| format!("schema id {}: {e}", f.id))?
@@ -646,22 +647,70 @@ pub async fn check_produced(
 /// The latest version of `subject`'s schema (to make a table's columns
 /// from, or to write rows with), asked of the registry.
 pub async fn latest(shard: &Rc<Shard>, subject: &str) -> Result<Writer, String> {
-    let f = registry::latest(shard, subject.to_string())
+    let source = shard.state::<WriterSchemas>().source()?;
+    let f = source
+        .latest(shard, subject.to_string())
         .await
         .map_err(|why| format!("asking the schema registry for {subject}: {why}"))?
         .ok_or_else(|| format!("subject {subject} has no schema in the registry"))?;
     Writer::new(&f).map_err(|why| format!("subject {subject}'s latest schema: {why}"))
 }
 
+/// A registered schema as another shard takes it, to read records with
+/// (`table::avro`).
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub id: i32,
+    pub kind: Kind,
+    pub text: String,
+    /// The texts of the schemas it references.
+    pub refs: Vec<String>,
+    /// The subjects a live version of it is registered under.
+    pub subjects: Vec<String>,
+}
+
+/// Where writer schemas come from: the node's schema registry, which sets
+/// itself here at start-up (`crate::registry::install`). A trait, so that
+/// tables need not know the registry (which keeps its schemas in a topic,
+/// and so uses tables).
+pub trait SchemaSource {
+    /// Those of `ids` that are registered.
+    fn by_id(
+        &self,
+        shard: &Rc<Shard>,
+        ids: Vec<i32>,
+    ) -> LocalBoxFuture<'static, Result<Vec<Fetched>, String>>;
+
+    /// The latest live version of `subject`'s schema, if it has one.
+    fn latest(
+        &self,
+        shard: &Rc<Shard>,
+        subject: String,
+    ) -> LocalBoxFuture<'static, Result<Option<Fetched>, String>>;
+}
+
 impl crate::shard::ShardState for WriterSchemas {}
 
-/// The writer schemas one shard holds, by id.
+/// The writer schemas one shard holds, by id, and where it asks for more.
 #[derive(Default)]
 pub struct WriterSchemas {
     by_id: RefCell<HashMap<u32, Result<Rc<Writer>, String>>>,
+    source: RefCell<Option<Rc<dyn SchemaSource>>>,
 }
 
 impl WriterSchemas {
+    /// Asks `source` for writer schemas from now on.
+    pub fn set_source(&self, source: Rc<dyn SchemaSource>) {
+        *self.source.borrow_mut() = Some(source);
+    }
+
+    fn source(&self) -> Result<Rc<dyn SchemaSource>, String> {
+        self.source
+            .borrow()
+            .clone()
+            .ok_or_else(|| "this node has no schema registry".to_string())
+    }
+
     /// The writer schema `id`, or why records framed with it cannot be read.
     pub fn get(&self, id: u32) -> Result<Rc<Writer>, String> {
         self.by_id
@@ -686,10 +735,7 @@ impl WriterSchemas {
         if ids.is_empty() {
             return Ok(());
         }
-        // Boxed: the registry reads `_schemas` with the scan that may be
-        // fetching here (a cycle of futures otherwise).
-        let asked: futures::future::LocalBoxFuture<'_, _> =
-            Box::pin(registry::schemas_by_id(shard, ids));
+        let asked = self.source()?.by_id(shard, ids);
         for f in asked.await? {
             let held = Writer::new(&f).map(Rc::new);
             self.by_id.borrow_mut().insert(f.id as u32, held);

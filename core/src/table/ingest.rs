@@ -18,7 +18,7 @@ use crate::catalog::TopicMeta;
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
 use crate::partition::{Partition, ProduceResult};
-use crate::Shard;
+use crate::shard::Shard;
 
 use super::schema::TableSchema;
 use super::MAX_DECOMPRESSED;

@@ -35,13 +35,13 @@ use serde_json::Value;
 
 use super::avro::WriterSchemas;
 use super::keyed_snapshot::{self, parse_row, RowSource, Snapshot};
-use super::scan::{each_record, table_row, ScanError};
+use super::read::{each_record, table_row, ScanError};
 use super::schema::TableSchema;
 use crate::catalog::TopicMeta;
 use crate::partition::Partition;
 use crate::partitioner::partition_for_key;
 use crate::shard::Shard;
-use crate::TopicPartition;
+use crate::topic_partition::TopicPartition;
 
 /// A key's latest write in one partition.
 #[derive(Debug, Clone)]

@@ -10,9 +10,10 @@ pub mod avro;
 pub mod ingest;
 pub mod keyed;
 pub mod keyed_snapshot;
+pub mod read;
 pub mod row;
-pub mod scan;
-pub mod schema;
+/// A table's columns and format, kept in the catalog.
+pub use crate::catalog::schema;
 
 use bytes::Bytes;
 use weir_storage::batch::BatchHeader;

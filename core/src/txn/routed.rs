@@ -19,7 +19,7 @@ use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
 use crate::groups::OffsetToCommit;
 use crate::shard::Shard;
-use crate::TopicPartition;
+use crate::topic_partition::TopicPartition;
 use weir_storage::batch::Marker;
 
 /// Kafka's `transaction.max.timeout.ms` (15 minutes).
@@ -134,7 +134,7 @@ impl Shard {
             match s.groups.txn_end(&id, producer_id, epoch, commit).await? {
                 EndOutcome::AlreadyDone => Ok(()),
                 EndOutcome::Prepare(meta) => {
-                    crate::crash_point::reached("txn-prepared");
+                    weir_storage::crash_point::reached("txn-prepared");
                     Ok(s.finish_txn(&id, meta).await?)
                 }
             }
@@ -215,7 +215,7 @@ impl Shard {
         let result = self.write_markers(&prepared).await;
         let result = match result {
             Ok(()) => {
-                crate::crash_point::reached("txn-marked");
+                weir_storage::crash_point::reached("txn-marked");
                 self.groups.txn_complete(id, &prepared).await
             }
             Err(e) => {

@@ -1,7 +1,8 @@
-//! Reading a table's rows from its log, on the shard that owns the
-//! partition: a typed table's stored rows (a keyed table's latest row per
-//! key, `keyed`), or a raw topic's records as `_partition`, `_offset`,
-//! `_timestamp`, `_key`, `_value`, `_headers`.
+//! SQL's scans of one partition, on the shard that owns it: its rows that
+//! pass a filter (the first, the top by ORDER BY, or folded into groups),
+//! read through `table::read`: a typed table's stored rows (a keyed
+//! table's latest row per key, `table::keyed`), or a raw topic's records
+//! as `_partition`, `_offset`, `_timestamp`, `_key`, `_value`, `_headers`.
 
 use std::ops::ControlFlow;
 use std::rc::Rc;
@@ -9,38 +10,18 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use sqlparser::ast::Expr;
-use weir_storage::batch::BatchIter;
-use weir_storage::records::{batch_records, Record};
+use weir_storage::records::Record;
 
-use super::avro::{self, WriterSchemas};
-use super::keyed::{Claim, KeyedTables, Losers};
-use super::row::{record_row, Incoming};
-use super::schema::{bytes_value, format_timestamp, ColumnType, TableSchema, RAW_COLUMNS};
-use super::MAX_DECOMPRESSED;
 use crate::catalog::TopicMeta;
 use crate::partition::Partition;
 use crate::shard::Shard;
 use crate::sql::eval::{Columns, Eval, Scope};
 use crate::sql::fold::{Groups, Plan};
 use crate::sql::value::{compare_keys, SortDir};
-
-/// Why one partition's scan failed.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ScanError {
-    /// The statement's fault: a WHERE or an aggregate that fails on some
-    /// row, or more rows or groups than the scan limit allows.
-    Statement(String),
-    /// The node's: the log could not be read, or holds a batch that does
-    /// not decode.
-    Read(String),
-}
-
-/// What evaluating a statement over a row says is wrong is the statement's.
-impl From<String> for ScanError {
-    fn from(why: String) -> Self {
-        ScanError::Statement(why)
-    }
-}
+use crate::table::avro::WriterSchemas;
+use crate::table::keyed::{Claim, KeyedTables, Losers};
+use crate::table::read::{columns, each_record, table_row, ScanError};
+use crate::table::schema::{bytes_value, format_timestamp, ColumnType};
 
 /// What a scan gathers from each partition: the first `cap` rows that pass
 /// its filter (all without one), or the `top` ones by its keys, with only
@@ -95,52 +76,6 @@ impl ScanShape {
     }
 }
 
-/// The columns of a table, in order.
-pub fn columns(meta: &TopicMeta) -> Vec<String> {
-    match &meta.schema {
-        Some(s) => s.columns.iter().map(|c| c.name.clone()).collect(),
-        None => RAW_COLUMNS.iter().map(|c| c.to_string()).collect(),
-    }
-}
-
-/// A stored row (a JSON object) as values in column order.
-pub(super) fn typed_row(schema: &TableSchema, value: &[u8]) -> Vec<Value> {
-    let mut b = value.to_vec();
-    match simd_json::serde::from_slice::<Value>(&mut b) {
-        Ok(Value::Object(mut o)) => schema
-            .columns
-            .iter()
-            .map(|c| o.remove(&c.name).unwrap_or(Value::Null))
-            .collect(),
-        _ => vec![Value::Null; schema.columns.len()],
-    }
-}
-
-/// A record's row in a typed table: the stored row of a JSON table, the row
-/// made from the record in a `_value` or Avro table (with the writer
-/// schemas `writers` holds); `None` for a tombstone.
-pub(super) fn table_row(
-    schema: &TableSchema,
-    writers: &WriterSchemas,
-    r: &Record,
-) -> Result<Option<Vec<Value>>, ScanError> {
-    let incoming = || Incoming {
-        key: r.key.as_deref(),
-        value: r.value.as_deref(),
-        timestamp_ms: r.timestamp,
-    };
-    if schema.avro_subject().is_some() {
-        // Every record was checked when produced: one that does not read
-        // now names a schema since deleted for good.
-        avro::record_row(schema, writers, &incoming())
-            .map_err(|why| ScanError::Read(format!("the record at offset {}: {why}", r.offset)))
-    } else if schema.keeps_records() {
-        Ok(record_row(schema, &incoming()))
-    } else {
-        Ok(r.value.as_deref().map(|v| typed_row(schema, v)))
-    }
-}
-
 /// A raw record's key, value or header: its text, or `\\x` and hex when
 /// it is not UTF-8.
 fn text(b: &Option<bytes::Bytes>) -> Value {
@@ -167,75 +102,6 @@ fn raw_row(partition: i32, r: &Record, shape: &ScanShape) -> Vec<Value> {
             )
         }),
     ]
-}
-
-/// Calls `f` on every committed record from `from` to the last stable
-/// offset, in order, until `f` says to stop: as a read_committed consumer
-/// reads, so rows of an open or aborted transaction are never seen (and a
-/// keyed table's state moves only when a transaction commits). With
-/// `avro` (an Avro table's scan), the writer schemas a batch's records
-/// name are fetched into that shard's `writers` before `f` sees them.
-pub(crate) async fn each_record(
-    p: &Partition,
-    from: i64,
-    avro: Option<&Rc<Shard>>,
-    f: &mut dyn FnMut(&Record) -> Result<ControlFlow<()>, ScanError>,
-) -> Result<i64, ScanError> {
-    let stable = p.log.last_stable_offset();
-    let mut offset = from.max(p.log.log_start());
-    while offset < stable {
-        let read = p
-            .read(offset, 1 << 20, true)
-            .await
-            .map_err(|e| ScanError::Read(format!("{}-{}: {}", p.topic, p.index, e.message)))?;
-        // Batches are parsed from one piece (a scan may copy; fetches don't).
-        let records = read.records.to_bytes();
-        let mut advanced = false;
-        for (pos, h) in BatchIter::new(&records) {
-            if h.last_offset() < offset {
-                continue;
-            }
-            let aborted = read.aborted.as_deref().unwrap_or_default().iter().any(|t| {
-                t.producer_id == h.producer_id
-                    && (t.first_offset..t.last_offset).contains(&h.base_offset)
-            });
-            if h.is_control() || (h.is_transactional() && aborted) {
-                offset = h.last_offset() + 1;
-                advanced = true;
-                continue;
-            }
-            let batch = records.slice(pos..pos + h.total_len());
-            let rows = batch_records(&batch, &h, MAX_DECOMPRESSED)
-                .map_err(|e| ScanError::Read(format!("{}-{}: {e}", p.topic, p.index)))?;
-            if let Some(shard) = avro {
-                let values = rows.iter().map(|r| r.value.as_deref());
-                shard
-                    .state::<WriterSchemas>()
-                    .fetch_missing(shard, values)
-                    .await
-                    .map_err(|why| {
-                        ScanError::Read(format!(
-                            "{}-{}: asking the schema registry: {why}",
-                            p.topic, p.index
-                        ))
-                    })?;
-            }
-            for r in rows.iter().filter(|r| r.offset >= offset) {
-                if f(r)?.is_break() {
-                    return Ok(r.offset + 1);
-                }
-            }
-            offset = h.last_offset() + 1;
-            advanced = true;
-        }
-        if !advanced {
-            return Err(ScanError::Read(format!(
-                "{}-{}: no batch at offset {offset}",
-                p.topic, p.index
-            )));
-        }
-    }
-    Ok(offset)
 }
 
 /// Calls `sink` with each row of one partition that passes `filter`, in
@@ -415,7 +281,7 @@ async fn keyed_rows(
     shard: &Rc<Shard>,
     p: &Rc<Partition>,
     meta: &TopicMeta,
-) -> Result<Rc<std::cell::RefCell<super::keyed::KeyedRows>>, ScanError> {
+) -> Result<Rc<std::cell::RefCell<crate::table::keyed::KeyedRows>>, ScanError> {
     let schema = meta.schema.as_ref().expect("a keyed table");
     shard
         .state::<KeyedTables>()
