@@ -11,6 +11,7 @@ pub mod apis;
 pub mod codec;
 pub mod connection;
 pub mod handlers;
+pub mod http;
 pub mod sasl;
 pub mod server;
 pub mod tls;

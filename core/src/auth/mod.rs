@@ -146,60 +146,49 @@ pub fn sign_in_required(tokens: &RoleTokens, catalog: &Catalog) -> bool {
     tokens.any() || !catalog.users.is_empty()
 }
 
-/// Who an HTTP request signs in as, from its `Authorization` header:
-/// `Bearer <token>` (a role's token or one of a user's) or `Basic`
-/// name:password (a role with its token, or a user with its password or a
-/// token). With sign-in off, anyone. `Err`: why not (a 401).
-pub async fn sign_in_http(
+/// What an HTTP request signs in with (its `Authorization` header, read
+/// by the HTTP server).
+pub enum Credentials {
+    /// A role's token or one of a user's.
+    Bearer(String),
+    /// A role with its token, or a user with its password or a token.
+    Basic { name: String, password: String },
+}
+
+/// Who `credentials` sign in as. `Err`: why not (a 401).
+pub async fn sign_in_with(
     tokens: &RoleTokens,
     catalog: &Catalog,
-    authorization: Option<&str>,
+    credentials: Credentials,
 ) -> Result<Principal, String> {
-    if !sign_in_required(tokens, catalog) {
-        return Ok(Principal::Anonymous);
-    }
-    let Some(header) = authorization else {
-        return Err("sign in: Authorization: Bearer <token>, or Basic".into());
-    };
-    let (scheme, value) = header.split_once(' ').unwrap_or((header, ""));
-    let value = value.trim();
-    if scheme.eq_ignore_ascii_case("Bearer") {
-        if let Some(role) = tokens.role_of_token(value) {
-            return Ok(Principal::Role(role));
-        }
-        let hash = users::token_hash(value);
-        return catalog
-            .users
-            .values()
-            .find(|u| u.tokens.contains(&hash))
-            .map(|u| Principal::User(u.name.clone()))
-            .ok_or_else(|| "the bearer token signs in no one".into());
-    }
-    if scheme.eq_ignore_ascii_case("Basic") {
-        use base64::Engine;
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(value)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .ok_or("Basic credentials are not base64 of name:password")?;
-        let (name, password) = decoded
-            .split_once(':')
-            .ok_or("Basic credentials are not name:password")?;
-        if let Some(role) = tokens.role_for(name, password) {
-            return Ok(Principal::Role(role));
-        }
-        if let Some(user) = catalog.users.get(name).cloned() {
-            let password = password.to_string();
-            let ok = glommio::executor()
-                .spawn_blocking(move || user.check(&password))
-                .await;
-            if ok {
-                return Ok(Principal::User(name.to_string()));
+    match credentials {
+        Credentials::Bearer(token) => {
+            if let Some(role) = tokens.role_of_token(&token) {
+                return Ok(Principal::Role(role));
             }
+            let hash = users::token_hash(&token);
+            catalog
+                .users
+                .values()
+                .find(|u| u.tokens.contains(&hash))
+                .map(|u| Principal::User(u.name.clone()))
+                .ok_or_else(|| "the bearer token signs in no one".into())
         }
-        return Err(format!("wrong user name or password for {name:?}"));
+        Credentials::Basic { name, password } => {
+            if let Some(role) = tokens.role_for(&name, &password) {
+                return Ok(Principal::Role(role));
+            }
+            if let Some(user) = catalog.users.get(&name).cloned() {
+                let ok = glommio::executor()
+                    .spawn_blocking(move || user.check(&password))
+                    .await;
+                if ok {
+                    return Ok(Principal::User(name));
+                }
+            }
+            Err(format!("wrong user name or password for {name:?}"))
+        }
     }
-    Err(format!("unsupported Authorization scheme {scheme:?}"))
 }
 
 /// What a role may do.

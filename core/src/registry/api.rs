@@ -16,8 +16,10 @@ use crate::shard::Shard;
 /// A request, as the HTTP server read it (sent to the registry's shard).
 pub struct Request {
     pub method: String,
-    /// The path without the query.
+    /// The path without the query (for messages).
     pub path: String,
+    /// The path's segments, percent-decoded.
+    pub segments: Vec<String>,
     pub query: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
@@ -43,45 +45,12 @@ impl Request {
             // POST /subjects/{s}/versions registers; the other POSTs
             // (lookup, compatibility) only read.
             "POST" => {
-                let parts: Vec<&str> = self.path.trim_matches('/').split('/').collect();
+                let parts = &self.segments;
                 parts.len() == 3 && parts[0] == "subjects" && parts[2] == "versions"
             }
             _ => false,
         }
     }
-}
-
-/// Whether `path` is one of the registry's.
-pub fn is_registry_path(path: &str) -> bool {
-    let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
-    matches!(
-        first,
-        "subjects" | "schemas" | "config" | "mode" | "compatibility"
-    )
-}
-
-/// Percent-decodes a path segment or query part (`+` is a space in a query).
-pub fn decode(s: &str, query: bool) -> String {
-    let bytes = s.as_bytes();
-    let hex = |b: u8| (b as char).to_digit(16);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' if query => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Answers `req` (on the registry's shard).
@@ -99,13 +68,7 @@ pub async fn handle(shard: &Rc<Shard>, req: Request) -> Answer {
 }
 
 async fn route(shard: &Rc<Shard>, reg: &Registry, req: &Request) -> Answer {
-    let parts: Vec<String> = req
-        .path
-        .trim_matches('/')
-        .split('/')
-        .map(|p| decode(p, false))
-        .collect();
-    let p: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let p: Vec<&str> = req.segments.iter().map(String::as_str).collect();
     let m = req.method.as_str();
     let result = match (m, &p[..]) {
         ("GET", ["subjects"]) => Ok(list_subjects(&reg.state.borrow(), req)),
@@ -775,18 +738,4 @@ async fn delete_setting(
     };
     reg.write(shard, &[(setting.key(s), None)]).await?;
     Ok(Answer::ok(json!({answer_field: previous})))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_are_percent_decoded_and_registry_paths_known() {
-        assert_eq!(decode("a%2Fb%20c", false), "a/b c");
-        assert_eq!(decode("a+b", true), "a b");
-        assert_eq!(decode("100%", false), "100%");
-        assert!(is_registry_path("/subjects/x/versions"));
-        assert!(!is_registry_path("/sql"));
-    }
 }
