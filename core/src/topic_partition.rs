@@ -67,6 +67,20 @@ impl PartialEq for dyn TopicPartitionRef + '_ {
 
 impl Eq for dyn TopicPartitionRef + '_ {}
 
+impl PartialOrd for dyn TopicPartitionRef + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+// Ordered as the owned key is (topic, then partition), so that an ordered
+// map keyed by `TopicPartition` is looked up by borrowed parts too.
+impl Ord for dyn TopicPartitionRef + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
 // Hashed as its borrowed form is, so that `Borrow` below is sound.
 impl Hash for TopicPartition {
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -96,5 +110,20 @@ mod tests {
         let missing: &dyn TopicPartitionRef = &("orders", 5);
         assert_eq!(map.get(missing), None);
         assert_eq!(map.get(&TopicPartition::new("orders", 4)), Some(&8));
+    }
+
+    #[test]
+    fn an_ordered_map_orders_and_finds_as_the_parts_do() {
+        let mut map = std::collections::BTreeMap::new();
+        for (t, p) in [("b", 1), ("a", 10), ("a", 2)] {
+            map.insert(TopicPartition::new(t, p), p);
+        }
+        let order: Vec<_> = map
+            .keys()
+            .map(|k| (k.topic().to_string(), k.partition))
+            .collect();
+        assert_eq!(order, [("a".into(), 2), ("a".into(), 10), ("b".into(), 1)]);
+        let key: &dyn TopicPartitionRef = &("a", 10);
+        assert_eq!(map.get(key), Some(&10));
     }
 }

@@ -29,7 +29,7 @@ mod tests;
 use assignors::{range, uniform};
 
 /// A topic-partition by name.
-pub type Tp = (String, i32);
+pub type Tp = crate::topic_partition::TopicPartition;
 
 /// The assignors a member may ask for (`group.remote.assignor`); the first
 /// is the default.

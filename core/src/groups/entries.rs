@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use crate::clock::now_ms;
+use crate::topic_partition::{TopicPartition, TopicPartitionRef};
 
 use super::group::Group;
 use super::store::{self, Entry, GroupLog};
@@ -44,11 +45,11 @@ impl Coordinator {
                 group: g.id.clone(),
                 protocol_type: g.stored_type.clone(),
             });
-            for ((topic, partition), c) in &g.offsets {
+            for (tp, c) in &g.offsets {
                 out.push(Entry::Offset {
                     group: g.id.clone(),
-                    topic: topic.clone(),
-                    partition: *partition,
+                    topic: tp.topic().to_string(),
+                    partition: tp.partition,
                     value: Some(c.clone()),
                 });
             }
@@ -145,10 +146,11 @@ pub(super) fn apply(
                 .or_insert_with(|| Group::new(&group, now));
             match value {
                 Some(c) => {
-                    g.offsets.insert((topic, partition), c);
+                    g.offsets.insert(TopicPartition::new(topic, partition), c);
                 }
                 None => {
-                    g.offsets.remove(&(topic, partition));
+                    let key: &dyn TopicPartitionRef = &(topic.as_str(), partition);
+                    g.offsets.remove(key);
                 }
             }
         }

@@ -19,6 +19,7 @@ use futures::channel::oneshot;
 
 use super::store::Committed;
 use crate::error::ErrorCode;
+use crate::topic_partition::TopicPartition;
 
 mod join;
 mod protocol;
@@ -69,7 +70,7 @@ pub struct Group {
     pending: HashMap<String, Instant>,
     /// group.instance.id → member id.
     statics: HashMap<String, String>,
-    pub offsets: BTreeMap<(String, i32), Committed>,
+    pub offsets: BTreeMap<TopicPartition, Committed>,
     /// A rebalance completes no earlier than this (initial delay)…
     join_not_before: Instant,
     /// …and no later than this (rebalance timeout).

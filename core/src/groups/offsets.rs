@@ -7,7 +7,7 @@ use std::time::Instant;
 use crate::catalog::Catalog;
 use crate::clock::now_ms;
 use crate::error::ErrorCode;
-use crate::topic_partition::TopicPartition;
+use crate::topic_partition::{TopicPartition, TopicPartitionRef};
 
 use super::group::{self, Group};
 use super::store::{Committed, Entry};
@@ -145,7 +145,8 @@ impl Coordinator {
                     let answers = parts
                         .into_iter()
                         .map(|p| {
-                            let c = g.and_then(|g| g.offsets.get(&(topic.clone(), p)).cloned());
+                            let key: &dyn TopicPartitionRef = &(topic.as_str(), p);
+                            let c = g.and_then(|g| g.offsets.get(key).cloned());
                             (p, c)
                         })
                         .collect();
@@ -154,10 +155,11 @@ impl Coordinator {
                 .collect(),
             None => {
                 let mut out: OffsetAnswer = Vec::new();
-                for ((topic, p), c) in g.map(|g| g.offsets.iter()).into_iter().flatten() {
+                for (tp, c) in g.map(|g| g.offsets.iter()).into_iter().flatten() {
+                    let (topic, p) = (tp.topic(), tp.partition);
                     match out.last_mut() {
-                        Some((t, parts)) if t == topic => parts.push((*p, Some(c.clone()))),
-                        _ => out.push((topic.clone(), vec![(*p, Some(c.clone()))])),
+                        Some((t, parts)) if t == topic => parts.push((p, Some(c.clone()))),
+                        _ => out.push((topic.to_string(), vec![(p, Some(c.clone()))])),
                     }
                 }
                 out
@@ -212,7 +214,9 @@ impl Coordinator {
                     if active && subscribed {
                         return ErrorCode::GroupSubscribedToTopic;
                     }
-                    if g.offsets.contains_key(&(topic.to_string(), partition)) {
+                    if g.offsets
+                        .contains_key(&TopicPartition::new(topic.clone(), partition))
+                    {
                         entries.push(Entry::Offset {
                             group: group_id.to_string(),
                             topic: topic.to_string(),

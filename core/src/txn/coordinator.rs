@@ -18,6 +18,7 @@ use crate::error::{ErrorCode, KafkaError};
 use crate::groups::group;
 use crate::groups::store::{Entry, GroupLog};
 use crate::groups::{Coordinator, OffsetToCommit};
+use crate::topic_partition::TopicPartition;
 
 /// Why a transactional request was not done.
 #[derive(Debug, Clone)]
@@ -323,12 +324,16 @@ impl Coordinator {
 
     /// The partitions of `group_id` with offsets pending in a transaction
     /// (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT).
-    pub fn pending_partitions(&self, group_id: &str) -> HashSet<(String, i32)> {
+    pub fn pending_partitions(&self, group_id: &str) -> HashSet<TopicPartition> {
         self.txns
             .borrow()
             .pending
             .get(group_id)
-            .map(|p| p.keys().map(|(_, t, p)| (t.clone(), *p)).collect())
+            .map(|p| {
+                p.keys()
+                    .map(|(_, t, p)| TopicPartition::new(t.as_str(), *p))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
@@ -375,7 +380,7 @@ mod tests {
                 panic!("a new id is ready at once")
             };
             assert_eq!((m.producer_id, m.producer_epoch), (42, 0));
-            let parts = vec![("t".to_string(), 0), ("t".to_string(), 1)];
+            let parts = vec![TopicPartition::new("t", 0), TopicPartition::new("t", 1)];
             c.txn_update("tx", |cur| {
                 state::add_partitions(cur, 42, 0, &parts, now_ms())
             })

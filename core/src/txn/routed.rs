@@ -78,7 +78,7 @@ impl Shard {
         id: String,
         producer_id: i64,
         epoch: i16,
-        partitions: Vec<(String, i32)>,
+        partitions: Vec<TopicPartition>,
     ) -> Result<(), TxnFailure> {
         self.txn_change(id, move |cur| {
             state::add_partitions(cur, producer_id, epoch, &partitions, now_ms())
@@ -93,14 +93,20 @@ impl Shard {
         id: String,
         producer_id: i64,
         epoch: i16,
-        partitions: Vec<(String, i32)>,
+        partitions: Vec<TopicPartition>,
     ) -> Result<bool, TxnFailure> {
         let key = id.clone();
         let all_in = self
             .on_group(&key, move |s| async move {
                 let current = s.groups.txn_state(&id);
-                partitions.iter().all(|(t, p)| {
-                    state::in_transaction(current.as_ref(), producer_id, epoch, t, *p)
+                partitions.iter().all(|tp| {
+                    state::in_transaction(
+                        current.as_ref(),
+                        producer_id,
+                        epoch,
+                        tp.topic(),
+                        tp.partition,
+                    )
                 })
             })
             .await?;
@@ -241,9 +247,9 @@ impl Shard {
             .partitions
             .iter()
             .enumerate()
-            .map(|(at, (topic, partition))| PartitionWork {
+            .map(|(at, tp)| PartitionWork {
                 at,
-                tp: TopicPartition::new(topic.clone(), *partition),
+                tp: tp.clone(),
                 arg: (),
             })
             .collect();

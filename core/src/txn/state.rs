@@ -23,6 +23,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::topic_partition::{TopicPartition, TopicPartitionRef};
+
 mod encoding;
 mod errors;
 #[cfg(test)]
@@ -124,7 +126,7 @@ pub struct TxnMetadata {
     pub timeout_ms: i32,
     pub state: TxnState,
     /// Topic-partitions in the transaction: each gets a marker at its end.
-    pub partitions: BTreeSet<(String, i32)>,
+    pub partitions: BTreeSet<TopicPartition>,
     /// Groups whose offsets are in the transaction (AddOffsetsToTxn): their
     /// pending offsets are committed or dropped at its end. (Kafka keeps the
     /// group's `__consumer_offsets` partition among the partitions instead.)
@@ -340,7 +342,7 @@ pub fn add_partitions(
     current: Option<&TxnMetadata>,
     pid: i64,
     epoch: i16,
-    partitions: &[(String, i32)],
+    partitions: &[TopicPartition],
     now_ms: i64,
 ) -> Result<TxnMetadata, TxnError> {
     let cur = check_add(current, pid, epoch)?;
@@ -382,7 +384,8 @@ pub fn in_transaction(
         m.producer_id == pid
             && m.producer_epoch == epoch
             && m.state == TxnState::Ongoing
-            && m.partitions.contains(&(topic.to_owned(), partition))
+            && m.partitions
+                .contains(&(topic, partition) as &dyn TopicPartitionRef)
     })
 }
 

@@ -14,7 +14,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
 use weir_core::txn::state::TxnApi;
-use weir_core::{ErrorCode, Shard};
+use weir_core::{ErrorCode, Shard, TopicPartition};
 
 use super::{Caller, RequestContext};
 
@@ -123,9 +123,13 @@ async fn one(
     let outcome: Result<(), i16> = if refused {
         Err(ErrorCode::OperationNotAttempted.code())
     } else {
-        let partitions: Vec<(String, i32)> = asked
+        let partitions: Vec<TopicPartition> = asked
             .iter()
-            .flat_map(|(t, ps)| ps.iter().map(move |(p, _)| (t.clone(), *p)))
+            .flat_map(|(t, ps)| {
+                let t: std::sync::Arc<str> = t.as_str().into();
+                ps.iter()
+                    .map(move |(p, _)| TopicPartition::new(t.clone(), *p))
+            })
             .collect();
         if verify_only {
             let all_in = shard

@@ -111,7 +111,8 @@ pub async fn handle(
 
 fn assignment(catalog: &Catalog, tps: &BTreeSet<Tp>) -> Assignment {
     let mut topics: Vec<TopicPartitions> = Vec::new();
-    for (topic, p) in tps {
+    for tp in tps {
+        let (topic, p) = (tp.topic(), &tp.partition);
         let Some(meta) = catalog.topic(topic) else {
             continue;
         };

@@ -12,7 +12,7 @@ use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, To
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use weir_core::auth::acl::{Operation, ResourceType};
 use weir_core::groups::consumer::Heartbeat;
-use weir_core::ErrorCode;
+use weir_core::{ErrorCode, TopicPartition};
 
 use super::{str, RequestContext};
 
@@ -43,7 +43,12 @@ pub async fn handle(
     let owned = req.topic_partitions.as_ref().map(|tps| {
         tps.iter()
             .filter_map(|t| catalog.topic_by_id(t.topic_id.as_bytes()).map(|m| (m, t)))
-            .flat_map(|(m, t)| t.partitions.iter().map(|p| (m.name.clone(), *p)))
+            .flat_map(|(m, t)| {
+                let name: std::sync::Arc<str> = m.name.as_str().into();
+                t.partitions
+                    .iter()
+                    .map(move |p| TopicPartition::new(name.clone(), *p))
+            })
             .collect::<BTreeSet<_>>()
     });
     let hb = Heartbeat {
@@ -82,7 +87,11 @@ pub async fn handle(
     let catalog = shard.catalog();
     let assignment = answer.assignment.map(|tps| {
         let mut topics: Vec<TopicPartitions> = Vec::new();
-        for (topic, p) in tps {
+        for TopicPartition {
+            topic,
+            partition: p,
+        } in tps
+        {
             let Some(meta) = catalog.topic(&topic) else {
                 continue;
             };

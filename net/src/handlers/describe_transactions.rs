@@ -47,7 +47,8 @@ pub async fn handle(
             }
             Ok(Some(m)) => {
                 let mut topics: Vec<TopicData> = Vec::new();
-                for (topic, partition) in &m.partitions {
+                for tp in &m.partitions {
+                    let (topic, partition) = (tp.topic(), &tp.partition);
                     match topics.last_mut() {
                         Some(t) if t.topic.0.as_str() == topic => t.partitions.push(*partition),
                         _ => topics.push(

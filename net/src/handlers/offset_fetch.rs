@@ -13,7 +13,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use weir_core::groups::{OffsetAnswer, OffsetQuery};
-use weir_core::{ErrorCode, KafkaError, Shard};
+use weir_core::{ErrorCode, KafkaError, Shard, TopicPartition, TopicPartitionRef};
 
 use weir_core::auth::acl::{Operation, ResourceType};
 
@@ -23,7 +23,7 @@ pub const MIN: i16 = 1;
 pub const MAX: i16 = 9;
 
 /// Partitions with an offset pending in a transaction.
-type Unstable = std::collections::HashSet<(String, i32)>;
+type Unstable = std::collections::HashSet<TopicPartition>;
 
 async fn committed(
     shard: &Rc<Shard>,
@@ -89,22 +89,25 @@ pub async fn handle(cx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetch
                         answer
                             .into_iter()
                             .map(|(topic, ps)| {
-                                let partitions = ps
-                                    .into_iter()
-                                    .map(|(p, c)| {
-                                        let (offset, epoch, meta) = parts(c);
-                                        let part = OffsetFetchResponsePartitions::default()
-                                            .with_partition_index(p)
-                                            .with_committed_offset(offset)
-                                            .with_committed_leader_epoch(epoch)
-                                            .with_metadata(Some(str(&meta)));
-                                        if unstable.contains(&(topic.clone(), p)) {
-                                            part.with_committed_offset(-1).with_error_code(UNSTABLE)
-                                        } else {
-                                            part
-                                        }
-                                    })
-                                    .collect();
+                                let partitions =
+                                    ps.into_iter()
+                                        .map(|(p, c)| {
+                                            let (offset, epoch, meta) = parts(c);
+                                            let part = OffsetFetchResponsePartitions::default()
+                                                .with_partition_index(p)
+                                                .with_committed_offset(offset)
+                                                .with_committed_leader_epoch(epoch)
+                                                .with_metadata(Some(str(&meta)));
+                                            if unstable.contains(
+                                                &(topic.as_str(), p) as &dyn TopicPartitionRef
+                                            ) {
+                                                part.with_committed_offset(-1)
+                                                    .with_error_code(UNSTABLE)
+                                            } else {
+                                                part
+                                            }
+                                        })
+                                        .collect();
                                 OffsetFetchResponseTopics::default()
                                     .with_name(TopicName(str(&topic)))
                                     .with_partitions(partitions)
@@ -143,7 +146,8 @@ pub async fn handle(cx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetch
                                     .with_partition_index(p)
                                     .with_committed_offset(offset)
                                     .with_metadata(Some(str(&meta)));
-                                if unstable.contains(&(topic.clone(), p)) {
+                                if unstable.contains(&(topic.as_str(), p) as &dyn TopicPartitionRef)
+                                {
                                     part = part.with_committed_offset(-1).with_error_code(UNSTABLE);
                                 }
                                 if version >= 5 {

@@ -39,12 +39,13 @@ pub(super) fn uniform(
         }
         // A member's partitions of this topic.
         let count = |out: &BTreeMap<String, BTreeSet<Tp>>, m: &str| {
-            out[m].iter().filter(|t| &t.0 == topic).count()
+            out[m].iter().filter(|t| t.topic() == topic).count()
         };
         let quota = (*n as usize).div_ceil(subs.len());
         let mut unassigned = Vec::new();
+        let name: std::sync::Arc<str> = topic.as_str().into();
         for p in 0..*n {
-            let tp = (topic.clone(), p);
+            let tp = Tp::new(name.clone(), p);
             let keeper = subs.iter().find(|m| {
                 previous.get(m.as_str()).is_some_and(|s| s.contains(&tp))
                     && count(&out, m.as_str()) < quota
@@ -77,7 +78,11 @@ pub(super) fn uniform(
             if count(&out, most) <= count(&out, least) + 1 {
                 break;
             }
-            let Some(moved) = out[most.as_str()].iter().rfind(|t| &t.0 == topic).cloned() else {
+            let Some(moved) = out[most.as_str()]
+                .iter()
+                .rfind(|t| t.topic() == topic)
+                .cloned()
+            else {
                 break;
             };
             out.get_mut(most.as_str()).expect("member").remove(&moved);
@@ -102,12 +107,13 @@ pub(super) fn range(
         }
         let (per, extra) = (*n as usize / subs.len(), *n as usize % subs.len());
         let mut next = 0;
+        let name: std::sync::Arc<str> = topic.as_str().into();
         for (i, m) in subs.iter().enumerate() {
             let take = per + usize::from(i < extra);
             for p in next..next + take {
                 out.get_mut(m.as_str())
                     .expect("member")
-                    .insert((topic.clone(), p as i32));
+                    .insert(Tp::new(name.clone(), p as i32));
             }
             next += take;
         }

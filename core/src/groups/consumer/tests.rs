@@ -47,7 +47,7 @@ fn beat(
 }
 
 fn parts(ps: &[i32]) -> BTreeSet<Tp> {
-    ps.iter().map(|p| ("t".to_string(), *p)).collect()
+    ps.iter().map(|p| Tp::new("t", *p)).collect()
 }
 
 /// A second member joins: the first gives back half its partitions at
@@ -134,7 +134,7 @@ fn range_gives_contiguous_ranges_per_topic() {
     g.heartbeat(hb("b"), &topics(), &mut || unreachable!(), 0)
         .unwrap();
     assert_eq!(g.assignor(), "range");
-    let want_a: BTreeSet<Tp> = [("t".into(), 0), ("t".into(), 1), ("u".into(), 0)].into();
+    let want_a: BTreeSet<Tp> = [Tp::new("t", 0), Tp::new("t", 1), Tp::new("u", 0)].into();
     assert_eq!(g.target["a"], want_a);
     let refused = g.heartbeat(
         Heartbeat {
@@ -178,7 +178,7 @@ fn uniform_balances_each_topic_over_its_subscribers() {
     .unwrap();
     g.heartbeat(hb("c", &["u"]), &topics(), &mut || unreachable!(), 0)
         .unwrap();
-    let of = |m: &str, t: &str| g.target[m].iter().filter(|p| p.0 == t).count();
+    let of = |m: &str, t: &str| g.target[m].iter().filter(|p| p.topic() == t).count();
     assert_eq!((of("a", "t"), of("b", "t"), of("c", "t")), (4, 0, 0));
     assert_eq!(of("a", "other") + of("b", "other"), 1);
     assert_eq!((of("b", "u"), of("c", "u")), (1, 1));

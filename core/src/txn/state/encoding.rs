@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::{TxnMetadata, TxnState};
+use crate::topic_partition::TopicPartition;
 
 /// The first byte of every encoding: its format.
 const FORMAT: u8 = 0;
@@ -26,9 +27,9 @@ impl TxnMetadata {
         out.extend_from_slice(&self.txn_start_ms.to_be_bytes());
         out.extend_from_slice(&self.last_update_ms.to_be_bytes());
         out.extend_from_slice(&count(self.partitions.len()).to_be_bytes());
-        for (topic, partition) in &self.partitions {
-            put_str(&mut out, topic);
-            out.extend_from_slice(&partition.to_be_bytes());
+        for tp in &self.partitions {
+            put_str(&mut out, tp.topic());
+            out.extend_from_slice(&tp.partition.to_be_bytes());
         }
         out.extend_from_slice(&count(self.groups.len()).to_be_bytes());
         for group in &self.groups {
@@ -58,7 +59,7 @@ impl TxnMetadata {
         for _ in 0..u32::from_be_bytes(r.array()?) {
             let topic = r.string()?;
             let partition = i32::from_be_bytes(r.array()?);
-            if !partitions.insert((topic, partition)) {
+            if !partitions.insert(TopicPartition::new(topic, partition)) {
                 return None;
             }
         }

@@ -28,8 +28,8 @@ fn prepared(outcome: Result<EndOutcome, TxnError>) -> TxnMetadata {
     }
 }
 
-fn tp(topic: &str, partition: i32) -> (String, i32) {
-    (topic.to_owned(), partition)
+fn tp(topic: &str, partition: i32) -> TopicPartition {
+    TopicPartition::new(topic, partition)
 }
 
 /// A fresh id: pid 7, epoch 0, Empty, at t=1000.
