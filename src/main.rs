@@ -448,88 +448,98 @@ fn main() {
     }
     init_logging(matches!(&cli.command, Command::Serve(a) if a.log_format == "json"));
     match cli.command {
-        Command::Sql(args) => {
-            let out = sql_client::request(
-                &args.addr,
-                &args.sql,
-                args.token.as_deref(),
-                args.ca.as_deref(),
-            )
-            .and_then(|body| {
-                if args.json {
-                    Ok(body + "\n")
-                } else {
-                    sql_client::table(&body)
-                }
-            });
-            match out {
-                Ok(text) => print!("{text}"),
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    std::process::exit(1);
-                }
-            }
+        Command::Sql(args) => run_sql(args),
+        Command::Serve(args) => serve(*args),
+    }
+}
+
+/// `weir sql`: one request to a node's `POST /sql`, printed as a table
+/// (or JSON).
+fn run_sql(args: SqlArgs) {
+    let out = sql_client::request(
+        &args.addr,
+        &args.sql,
+        args.token.as_deref(),
+        args.ca.as_deref(),
+    )
+    .and_then(|body| {
+        if args.json {
+            Ok(body + "\n")
+        } else {
+            sql_client::table(&body)
         }
-        Command::Serve(args) => {
-            // Said once the node serves: a start-up failure is one line.
-            let memory = allocator::release_freed_memory_after(args.release_freed_memory_ms);
-            let cfg = match tls(&args).and_then(|tls| Ok((config(*args)?, tls))) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("weir: {e}");
-                    std::process::exit(2);
-                }
-            };
-            let set = block_stop_signals();
-            let (cfg, tls) = cfg;
-            let files = raise_open_files_limit(cfg.max_connections);
-            let (kafka, http, shards) = (cfg.kafka_addr, cfg.http_addr, cfg.shards);
-            let over = if tls.is_some() { " over TLS" } else { "" };
-            let serve: weir_core::node::ServeFn =
-                Arc::new(move |shard| weir_net::server::bind(shard, tls.clone()));
-            let node = match weir_core::node::start(cfg, serve) {
-                Ok(n) => n,
-                Err(e) => {
-                    eprintln!("weir: {e}");
-                    std::process::exit(1);
-                }
-            };
-            log::info!(
-                "weir serving Kafka on {kafka} and HTTP on {http}{over} with {shards} shard(s)"
-            );
-            log::info!("{memory}");
-            match files {
-                Ok(line) => log::info!("{line}"),
-                Err(line) => log::warn!("{line}"),
-            }
-            let stop = node.stop_flag();
-            std::thread::spawn(move || {
-                let mut sig = 0;
-                // SAFETY: waits on the set blocked above.
-                unsafe { libc::sigwait(&set, &mut sig) };
-                log::info!(
-                    "signal {sig}: stopping (in-flight requests answered, appends synced; a second signal exits at once)"
-                );
-                stop.store(true, Ordering::Relaxed);
-                // A stop that hangs (a disk that no longer answers) must
-                // not hold the process: past the bound, or at a second
-                // signal, it exits without the clean-stop state, and the
-                // next start recovers as after a crash.
-                std::thread::spawn(|| {
-                    std::thread::sleep(STOP_BOUND);
-                    log::error!(
-                        "not stopped within {} s: exiting without a clean stop",
-                        STOP_BOUND.as_secs()
-                    );
-                    std::process::exit(1);
-                });
-                // SAFETY: as above.
-                unsafe { libc::sigwait(&set, &mut sig) };
-                log::warn!("signal {sig} again: exiting without a clean stop");
-                std::process::exit(1);
-            });
-            node.join();
-            log::info!("stopped");
+    });
+    match out {
+        Ok(text) => print!("{text}"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
         }
     }
+}
+
+/// `weir serve`: runs a node until a signal stops it.
+fn serve(args: ServeArgs) {
+    // Said once the node serves: a start-up failure is one line.
+    let memory = allocator::release_freed_memory_after(args.release_freed_memory_ms);
+    let cfg = match tls(&args).and_then(|tls| Ok((config(args)?, tls))) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("weir: {e}");
+            std::process::exit(2);
+        }
+    };
+    let set = block_stop_signals();
+    let (cfg, tls) = cfg;
+    let files = raise_open_files_limit(cfg.max_connections);
+    let (kafka, http, shards) = (cfg.kafka_addr, cfg.http_addr, cfg.shards);
+    let over = if tls.is_some() { " over TLS" } else { "" };
+    let serve: weir_core::node::ServeFn =
+        Arc::new(move |shard| weir_net::server::bind(shard, tls.clone()));
+    let node = match weir_core::node::start(cfg, serve) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("weir: {e}");
+            std::process::exit(1);
+        }
+    };
+    log::info!("weir serving Kafka on {kafka} and HTTP on {http}{over} with {shards} shard(s)");
+    log::info!("{memory}");
+    match files {
+        Ok(line) => log::info!("{line}"),
+        Err(line) => log::warn!("{line}"),
+    }
+    stop_on_signals(set, node.stop_flag());
+    node.join();
+    log::info!("stopped");
+}
+
+/// Stops the node at the first of the blocked signals `set`; a stop that
+/// hangs past `STOP_BOUND`, or a second signal, exits without a clean stop.
+fn stop_on_signals(set: libc::sigset_t, stop: Arc<std::sync::atomic::AtomicBool>) {
+    std::thread::spawn(move || {
+        let mut sig = 0;
+        // SAFETY: waits on the set blocked above.
+        unsafe { libc::sigwait(&set, &mut sig) };
+        log::info!(
+            "signal {sig}: stopping (in-flight requests answered, appends synced; a second signal exits at once)"
+        );
+        stop.store(true, Ordering::Relaxed);
+        // A stop that hangs (a disk that no longer answers) must
+        // not hold the process: past the bound, or at a second
+        // signal, it exits without the clean-stop state, and the
+        // next start recovers as after a crash.
+        std::thread::spawn(|| {
+            std::thread::sleep(STOP_BOUND);
+            log::error!(
+                "not stopped within {} s: exiting without a clean stop",
+                STOP_BOUND.as_secs()
+            );
+            std::process::exit(1);
+        });
+        // SAFETY: as above.
+        unsafe { libc::sigwait(&set, &mut sig) };
+        log::warn!("signal {sig} again: exiting without a clean stop");
+        std::process::exit(1);
+    });
 }

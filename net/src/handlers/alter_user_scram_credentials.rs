@@ -30,18 +30,46 @@ struct Changes {
     delete: Vec<ScramHash>,
 }
 
+/// What the request asks, checked: each user in order of first mention,
+/// why a user's changes are refused, and the changes of every user.
+#[derive(Default)]
+struct Asked {
+    order: Vec<String>,
+    refused: HashMap<String, (ErrorCode, String)>,
+    changes: BTreeMap<String, Changes>,
+    mentioned: HashMap<(String, i8), usize>,
+}
+
+impl Asked {
+    /// Notes a mention of `name` with `mech`; the same mechanism twice for
+    /// one user refuses the user's changes.
+    fn note(&mut self, name: &str, mech: i8) {
+        if !self.order.iter().any(|n| n == name) {
+            self.order.push(name.to_string());
+        }
+        let n = self.mentioned.entry((name.to_string(), mech)).or_default();
+        *n += 1;
+        if *n > 1 {
+            self.refused.insert(
+                name.to_string(),
+                (
+                    ErrorCode::DuplicateResource,
+                    format!("{name}: a mechanism twice"),
+                ),
+            );
+        }
+    }
+
+    fn refuse(&mut self, name: String, code: ErrorCode, why: String) {
+        self.refused.insert(name, (code, why));
+    }
+}
+
 pub async fn handle(
     cx: &RequestContext,
     req: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
-    let shard = &cx.shard;
-    let caller = &cx.caller;
-    let names: Vec<String> = req
-        .deletions
-        .iter()
-        .map(|d| d.name.to_string())
-        .chain(req.upsertions.iter().map(|u| u.name.to_string()))
-        .collect();
+    let (shard, caller) = (&cx.shard, &cx.caller);
     let result = |user: &str, code: ErrorCode, why: &str| {
         let r = AlterUserScramCredentialsResult::default().with_user(str(user));
         match code {
@@ -53,121 +81,32 @@ pub async fn handle(
     };
     if !caller.may(shard, Operation::Alter, ResourceType::Cluster, CLUSTER) {
         let why = format!("{} may not alter credentials", caller.principal);
+        let names = req
+            .deletions
+            .iter()
+            .map(|d| d.name.to_string())
+            .chain(req.upsertions.iter().map(|u| u.name.to_string()));
         let mut seen = std::collections::HashSet::new();
         let results = names
-            .iter()
             .filter(|n| seen.insert(n.to_string()))
-            .map(|n| result(n, ErrorCode::ClusterAuthorizationFailed, &why))
+            .map(|n| result(&n, ErrorCode::ClusterAuthorizationFailed, &why))
             .collect();
         return AlterUserScramCredentialsResponse::default().with_results(results);
     }
-    // Per user, in order of first mention: its changes or why not.
-    let mut order: Vec<String> = Vec::new();
-    let mut refused: HashMap<String, (ErrorCode, String)> = HashMap::new();
-    let mut changes: BTreeMap<String, Changes> = BTreeMap::new();
-    let mut mentioned: HashMap<(String, i8), usize> = HashMap::new();
-    let mut note = |name: &str, mech: i8| {
-        if !order.iter().any(|n| n == name) {
-            order.push(name.to_string());
-        }
-        let n = mentioned.entry((name.to_string(), mech)).or_default();
-        *n += 1;
-        *n
-    };
-    for d in &req.deletions {
-        let name = d.name.to_string();
-        if note(&name, d.mechanism) > 1 {
-            refused.insert(
-                name.clone(),
-                (
-                    ErrorCode::DuplicateResource,
-                    format!("{name}: a mechanism twice"),
-                ),
-            );
-        }
-        match ScramHash::from_code(d.mechanism) {
-            Some(h) => changes.entry(name).or_default().delete.push(h),
-            None => {
-                let why = format!("unknown SCRAM mechanism {}", d.mechanism);
-                refused.insert(name, (ErrorCode::UnsupportedSaslMechanism, why));
-            }
-        }
-    }
-    for u in &req.upsertions {
-        let name = u.name.to_string();
-        if note(&name, u.mechanism) > 1 {
-            refused.insert(
-                name.clone(),
-                (
-                    ErrorCode::DuplicateResource,
-                    format!("{name}: a mechanism twice"),
-                ),
-            );
-        }
-        let Some(h) = ScramHash::from_code(u.mechanism) else {
-            let why = format!("unknown SCRAM mechanism {}", u.mechanism);
-            refused.insert(name, (ErrorCode::UnsupportedSaslMechanism, why));
-            continue;
-        };
-        if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&u.iterations) {
-            let why = format!(
-                "{} iterations: between {MIN_ITERATIONS} and {MAX_ITERATIONS}",
-                u.iterations
-            );
-            refused.insert(name, (ErrorCode::UnacceptableCredential, why));
-            continue;
-        }
-        if !shard.config.role_tokens.any() {
-            let why = "set an admin token before making users: once a user exists, only the \
-                       admin role manages them"
-                .to_string();
-            refused.insert(name, (ErrorCode::UnacceptableCredential, why));
-            continue;
-        }
-        if Role::from_name(&name).is_some() || name.is_empty() {
-            let why = format!("{name:?} is not a name a user may have");
-            refused.insert(name, (ErrorCode::UnacceptableCredential, why));
-            continue;
-        }
-        let v = ScramVerifier::from_salted(h, &u.salt, u.iterations as u32, &u.salted_password);
-        changes.entry(name).or_default().set.push((h, v));
-    }
-    let apply: BTreeMap<String, Changes> = changes
+    let asked = check(cx, &req);
+    let apply: BTreeMap<String, Changes> = asked
+        .changes
         .into_iter()
-        .filter(|(n, _)| !refused.contains_key(n))
+        .filter(|(n, _)| !asked.refused.contains_key(n))
         .collect();
     let applied = shard
-        .change_access(move |cat| {
-            let mut missing = Vec::new();
-            for (name, c) in apply {
-                if !c.delete.is_empty() && c.set.is_empty() && !cat.users.contains_key(&name) {
-                    missing.push(name);
-                    continue;
-                }
-                let user = cat.users.entry(name.clone()).or_insert_with(|| User {
-                    name: name.clone(),
-                    password_hash: None,
-                    scram_sha_256: None,
-                    scram_sha_512: None,
-                    tokens: Vec::new(),
-                });
-                for h in c.delete {
-                    *user.scram_mut(h) = None;
-                }
-                for (h, v) in c.set {
-                    *user.scram_mut(h) = Some(v);
-                }
-                if user.is_empty() {
-                    cat.users.remove(&name);
-                }
-            }
-            Ok::<_, KafkaError>(missing)
-        })
+        .change_access(move |cat| Ok::<_, KafkaError>(apply_to(cat, apply)))
         .await;
-    let results = order
+    let results = asked
+        .order
         .iter()
         .map(|name| {
-            if let Some((code, why)) = refused.get(name) {
+            if let Some((code, why)) = asked.refused.get(name) {
                 return result(name, *code, why);
             }
             match &applied {
@@ -182,4 +121,89 @@ pub async fn handle(
         })
         .collect();
     AlterUserScramCredentialsResponse::default().with_results(results)
+}
+
+/// Each deletion and upsertion checked, as Kafka checks them.
+fn check(cx: &RequestContext, req: &AlterUserScramCredentialsRequest) -> Asked {
+    let mut asked = Asked::default();
+    for d in &req.deletions {
+        let name = d.name.to_string();
+        asked.note(&name, d.mechanism);
+        match ScramHash::from_code(d.mechanism) {
+            Some(h) => asked.changes.entry(name).or_default().delete.push(h),
+            None => {
+                let why = format!("unknown SCRAM mechanism {}", d.mechanism);
+                asked.refuse(name, ErrorCode::UnsupportedSaslMechanism, why);
+            }
+        }
+    }
+    for u in &req.upsertions {
+        let name = u.name.to_string();
+        asked.note(&name, u.mechanism);
+        let Some(h) = ScramHash::from_code(u.mechanism) else {
+            let why = format!("unknown SCRAM mechanism {}", u.mechanism);
+            asked.refuse(name, ErrorCode::UnsupportedSaslMechanism, why);
+            continue;
+        };
+        if let Some(why) = unacceptable(cx, &name, u.iterations) {
+            asked.refuse(name, ErrorCode::UnacceptableCredential, why);
+            continue;
+        }
+        let v = ScramVerifier::from_salted(h, &u.salt, u.iterations as u32, &u.salted_password);
+        asked.changes.entry(name).or_default().set.push((h, v));
+    }
+    asked
+}
+
+/// Why an upsertion for `name` with `iterations` is not acceptable, if it
+/// is not.
+fn unacceptable(cx: &RequestContext, name: &str, iterations: i32) -> Option<String> {
+    if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
+        return Some(format!(
+            "{iterations} iterations: between {MIN_ITERATIONS} and {MAX_ITERATIONS}"
+        ));
+    }
+    if !cx.shard.config.role_tokens.any() {
+        return Some(
+            "set an admin token before making users: once a user exists, only the \
+             admin role manages them"
+                .to_string(),
+        );
+    }
+    if Role::from_name(name).is_some() || name.is_empty() {
+        return Some(format!("{name:?} is not a name a user may have"));
+    }
+    None
+}
+
+/// Applies the users' changes to the catalog; answers the users asked to
+/// lose a credential who do not exist.
+fn apply_to(
+    cat: &mut weir_core::catalog::Catalog,
+    apply: BTreeMap<String, Changes>,
+) -> Vec<String> {
+    let mut missing = Vec::new();
+    for (name, c) in apply {
+        if !c.delete.is_empty() && c.set.is_empty() && !cat.users.contains_key(&name) {
+            missing.push(name);
+            continue;
+        }
+        let user = cat.users.entry(name.clone()).or_insert_with(|| User {
+            name: name.clone(),
+            password_hash: None,
+            scram_sha_256: None,
+            scram_sha_512: None,
+            tokens: Vec::new(),
+        });
+        for h in c.delete {
+            *user.scram_mut(h) = None;
+        }
+        for (h, v) in c.set {
+            *user.scram_mut(h) = Some(v);
+        }
+        if user.is_empty() {
+            cat.users.remove(&name);
+        }
+    }
+    missing
 }

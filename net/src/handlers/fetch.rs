@@ -5,17 +5,17 @@
 
 use std::time::Duration;
 
+use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
-use weir_core::shard::FetchPartition;
-use weir_core::Chunks;
-use weir_core::ErrorCode;
-
 use weir_core::auth::acl::{Operation, ResourceType};
+use weir_core::partition::PartitionRead;
+use weir_core::shard::FetchPartition;
+use weir_core::{Chunks, ErrorCode, KafkaError};
 
-use super::{str, Reply, RequestContext};
+use super::{Reply, RequestContext};
 
 pub const MIN: i16 = 4;
 pub const MAX: i16 = 18;
@@ -28,16 +28,67 @@ const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 /// response's own `records` fields are left empty), and the answer memory
 /// they hold until sent (`weir_core::memory`), in one `Reply`.
 pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
-    let shard = &cx.shard;
-    let version = cx.version;
-    let caller = &cx.caller;
-    let catalog = shard.catalog();
-    // (name as the response carries it, topic id, partitions: their place
-    // among the reads, or why there is none)
+    let committed = req.isolation_level == 1;
+    let (shape, parts) = plan(cx, req.topics, committed);
+    let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
+    let max_bytes = if req.max_bytes > 0 {
+        req.max_bytes
+    } else {
+        i32::MAX
+    };
+    let (results, hold) = cx
+        .shard
+        .fetch(parts, req.min_bytes, max_bytes, max_wait)
+        .await;
+    let mut results: Vec<_> = results.into_iter().map(Some).collect();
+    let mut records = Vec::with_capacity(results.len());
+    let responses = shape
+        .into_iter()
+        .map(|(topic, topic_id, idx)| {
+            let partitions = idx
+                .into_iter()
+                .map(|(partition, i)| {
+                    let read = i.map(|i| results[i].take().expect("one result per partition"));
+                    let (data, chunks) = partition_answer(partition, read);
+                    records.push(chunks);
+                    data
+                })
+                .collect();
+            FetchableTopicResponse::default()
+                .with_topic(if cx.version >= 13 {
+                    TopicName::default()
+                } else {
+                    topic
+                })
+                .with_topic_id(topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    let response = FetchResponse::default()
+        .with_session_id(0)
+        .with_responses(responses);
+    Reply {
+        body: Some(response.into()),
+        records,
+        hold,
+    }
+}
+
+/// Each topic of the request as the response will carry it (name, topic
+/// id, and each partition's place among the reads or why it has none), and
+/// the reads: the partitions the caller may read of topics that exist.
+type Shape = Vec<(TopicName, uuid::Uuid, Vec<(i32, Result<usize, ErrorCode>)>)>;
+
+fn plan(
+    cx: &RequestContext,
+    topics: Vec<FetchTopic>,
+    committed: bool,
+) -> (Shape, Vec<FetchPartition>) {
+    let catalog = cx.shard.catalog();
     let mut shape = Vec::new();
     let mut parts = Vec::new();
-    for t in req.topics {
-        let name = if version >= 13 {
+    for t in topics {
+        let name = if cx.version >= 13 {
             catalog
                 .topic_by_id(t.topic_id.as_bytes())
                 .map(|m| m.name.clone())
@@ -46,7 +97,11 @@ pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
         };
         let refused = match &name {
             None => Some(ErrorCode::UnknownTopicId),
-            Some(n) if !caller.may(shard, Operation::Read, ResourceType::Topic, n) => {
+            Some(n)
+                if !cx
+                    .caller
+                    .may(&cx.shard, Operation::Read, ResourceType::Topic, n) =>
+            {
                 Some(ErrorCode::TopicAuthorizationFailed)
             }
             Some(_) => None,
@@ -61,7 +116,7 @@ pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
                         partition: p.partition,
                         offset: p.fetch_offset,
                         max_bytes: p.partition_max_bytes,
-                        committed: req.isolation_level == 1,
+                        committed,
                     });
                 }
                 (_, why) => idx.push((p.partition, Err(why.unwrap_or(ErrorCode::UnknownTopicId)))),
@@ -69,83 +124,50 @@ pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
         }
         shape.push((t.topic, t.topic_id, idx));
     }
-    let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
-    let max_bytes = if req.max_bytes > 0 {
-        req.max_bytes
-    } else {
-        i32::MAX
+    (shape, parts)
+}
+
+/// One partition's part of the response and the records it carries: what
+/// its read found, or why there was none.
+fn partition_answer(
+    partition: i32,
+    read: Result<Result<PartitionRead, KafkaError>, ErrorCode>,
+) -> (PartitionData, Chunks) {
+    let base = PartitionData::default()
+        .with_partition_index(partition)
+        .with_preferred_read_replica(BrokerId(-1))
+        .with_records(Some(Default::default()));
+    let failed = |code: ErrorCode| {
+        base.clone()
+            .with_error_code(code.code())
+            .with_high_watermark(-1)
+            .with_last_stable_offset(-1)
+            .with_log_start_offset(-1)
     };
-    let (results, hold) = shard.fetch(parts, req.min_bytes, max_bytes, max_wait).await;
-    let mut results: Vec<_> = results.into_iter().map(Some).collect();
-    let mut records = Vec::with_capacity(results.len());
-    let responses = shape
-        .into_iter()
-        .map(|(topic, topic_id, idx)| {
-            FetchableTopicResponse::default()
-                .with_topic(if version >= 13 {
-                    TopicName::default()
-                } else {
-                    topic
-                })
-                .with_topic_id(topic_id)
-                .with_partitions(
-                    idx.into_iter()
-                        .map(|(partition, i)| {
-                            let base = PartitionData::default()
-                                .with_partition_index(partition)
-                                .with_preferred_read_replica(BrokerId(-1))
-                                .with_records(Some(Default::default()));
-                            let i = match i {
-                                Ok(i) => i,
-                                Err(code) => {
-                                    records.push(Chunks::default());
-                                    return base
-                                        .with_error_code(code.code())
-                                        .with_high_watermark(-1)
-                                        .with_last_stable_offset(-1)
-                                        .with_log_start_offset(-1);
-                                }
-                            };
-                            match results[i].take().expect("one result per partition") {
-                                Ok(r) => {
-                                    records.push(r.records);
-                                    let aborted = r.aborted.map(|list| {
-                                        list.into_iter()
-                                            .map(|t| {
-                                                AbortedTransaction::default()
-                                                    .with_producer_id(ProducerId(t.producer_id))
-                                                    .with_first_offset(t.first_offset)
-                                            })
-                                            .collect()
-                                    });
-                                    base.with_high_watermark(r.high_watermark)
-                                        .with_last_stable_offset(r.last_stable_offset)
-                                        .with_log_start_offset(r.log_start)
-                                        .with_aborted_transactions(aborted)
-                                }
-                                Err(e) => {
-                                    records.push(Chunks::default());
-                                    if e.code != ErrorCode::OffsetOutOfRange {
-                                        log::debug!("fetch {partition}: {e}");
-                                    }
-                                    base.with_error_code(e.code.code())
-                                        .with_high_watermark(-1)
-                                        .with_last_stable_offset(-1)
-                                        .with_log_start_offset(-1)
-                                }
-                            }
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
-    let _ = str;
-    let response = FetchResponse::default()
-        .with_session_id(0)
-        .with_responses(responses);
-    Reply {
-        body: Some(response.into()),
-        records,
-        hold,
+    match read {
+        Err(code) => (failed(code), Chunks::default()),
+        Ok(Err(e)) => {
+            if e.code != ErrorCode::OffsetOutOfRange {
+                log::debug!("fetch {partition}: {e}");
+            }
+            (failed(e.code), Chunks::default())
+        }
+        Ok(Ok(r)) => {
+            let aborted = r.aborted.map(|list| {
+                list.into_iter()
+                    .map(|t| {
+                        AbortedTransaction::default()
+                            .with_producer_id(ProducerId(t.producer_id))
+                            .with_first_offset(t.first_offset)
+                    })
+                    .collect()
+            });
+            let data = base
+                .with_high_watermark(r.high_watermark)
+                .with_last_stable_offset(r.last_stable_offset)
+                .with_log_start_offset(r.log_start)
+                .with_aborted_transactions(aborted);
+            (data, r.records)
+        }
     }
 }

@@ -89,16 +89,16 @@ pub async fn handle(cx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetch
                         answer
                             .into_iter()
                             .map(|(topic, ps)| {
-                                let partitions =
-                                    ps.into_iter()
-                                        .map(|(p, c)| {
-                                            let (offset, epoch, meta) = parts(c);
-                                            let part = OffsetFetchResponsePartitions::default()
-                                                .with_partition_index(p)
-                                                .with_committed_offset(offset)
-                                                .with_committed_leader_epoch(epoch)
-                                                .with_metadata(Some(str(&meta)));
-                                            if unstable.contains(
+                                let partitions = ps
+                                    .into_iter()
+                                    .map(|(p, c)| {
+                                        let (offset, epoch, meta) = parts(c);
+                                        let part = OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(offset)
+                                            .with_committed_leader_epoch(epoch)
+                                            .with_metadata(Some(str(&meta)));
+                                        if unstable.contains(
                                                 &(topic.as_str(), p) as &dyn TopicPartitionRef
                                             ) {
                                                 part.with_committed_offset(-1)
@@ -106,8 +106,8 @@ pub async fn handle(cx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetch
                                             } else {
                                                 part
                                             }
-                                        })
-                                        .collect();
+                                    })
+                                    .collect();
                                 OffsetFetchResponseTopics::default()
                                     .with_name(TopicName(str(&topic)))
                                     .with_partitions(partitions)
