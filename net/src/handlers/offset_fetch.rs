@@ -61,108 +61,115 @@ fn parts(c: Option<weir_core::groups::store::Committed>) -> (i64, i32, String) {
 }
 
 pub async fn handle(cx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse {
-    let shard = &cx.shard;
-    let version = cx.version;
-    let caller = &cx.caller;
-    if version >= 8 {
-        let asks = req.groups.into_iter().map(|g| {
-            let query = g.topics.map(|ts| {
-                ts.into_iter()
-                    .map(|t| (t.name.0.to_string(), t.partition_indexes))
-                    .collect()
-            });
-            let id = g.group_id;
-            async move {
-                (
-                    id.clone(),
-                    committed(shard, caller, id.0.to_string(), query, req.require_stable).await,
-                )
-            }
-        });
-        let groups = join_all(asks)
-            .await
-            .into_iter()
-            .map(|(id, r)| match r {
-                Ok((answer, unstable)) => OffsetFetchResponseGroup::default()
-                    .with_group_id(id)
-                    .with_topics(
-                        answer
-                            .into_iter()
-                            .map(|(topic, ps)| {
-                                let partitions = ps
-                                    .into_iter()
-                                    .map(|(p, c)| {
-                                        let (offset, epoch, meta) = parts(c);
-                                        let part = OffsetFetchResponsePartitions::default()
-                                            .with_partition_index(p)
-                                            .with_committed_offset(offset)
-                                            .with_committed_leader_epoch(epoch)
-                                            .with_metadata(Some(str(&meta)));
-                                        if unstable.contains(
-                                                &(topic.as_str(), p) as &dyn TopicPartitionRef
-                                            ) {
-                                                part.with_committed_offset(-1)
-                                                    .with_error_code(UNSTABLE)
-                                            } else {
-                                                part
-                                            }
-                                    })
-                                    .collect();
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(TopicName(str(&topic)))
-                                    .with_partitions(partitions)
-                            })
-                            .collect(),
-                    ),
-                Err(e) => OffsetFetchResponseGroup::default()
-                    .with_group_id(id)
-                    .with_error_code(e.code.code()),
-            })
-            .collect();
-        return OffsetFetchResponse::default().with_groups(groups);
+    if cx.version >= 8 {
+        return grouped(cx, req).await;
     }
     let query = req.topics.map(|ts| {
         ts.into_iter()
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    let stable = version >= 7 && req.require_stable;
+    let stable = cx.version >= 7 && req.require_stable;
     let group = req.group_id.0.to_string();
-    let (answer, unstable, code) = match committed(shard, caller, group, query, stable).await {
-        Ok((a, u)) => (a, u, ErrorCode::None),
-        Err(e) => (Vec::new(), Unstable::default(), e.code),
-    };
-    let mut resp = OffsetFetchResponse::default().with_topics(
-        answer
-            .into_iter()
-            .map(|(topic, ps)| {
-                OffsetFetchResponseTopic::default()
-                    .with_name(TopicName(str(&topic)))
-                    .with_partitions(
-                        ps.into_iter()
-                            .map(|(p, c)| {
-                                let (offset, epoch, meta) = parts(c);
-                                let mut part = OffsetFetchResponsePartition::default()
-                                    .with_partition_index(p)
-                                    .with_committed_offset(offset)
-                                    .with_metadata(Some(str(&meta)));
-                                if unstable.contains(&(topic.as_str(), p) as &dyn TopicPartitionRef)
-                                {
-                                    part = part.with_committed_offset(-1).with_error_code(UNSTABLE);
-                                }
-                                if version >= 5 {
-                                    part.with_committed_leader_epoch(epoch)
-                                } else {
-                                    part
-                                }
-                            })
-                            .collect(),
-                    )
-            })
-            .collect(),
-    );
-    if version >= 2 {
-        resp = resp.with_error_code(code.code());
+    let (answer, unstable, code) =
+        match committed(&cx.shard, &cx.caller, group, query, stable).await {
+            Ok((a, u)) => (a, u, ErrorCode::None),
+            Err(e) => (Vec::new(), Unstable::default(), e.code),
+        };
+    let topics = answer
+        .into_iter()
+        .map(|(topic, ps)| {
+            let partitions = ps
+                .into_iter()
+                .map(|(p, c)| {
+                    let (offset, epoch, meta) = parts(c);
+                    let mut part = OffsetFetchResponsePartition::default()
+                        .with_partition_index(p)
+                        .with_committed_offset(offset)
+                        .with_metadata(Some(str(&meta)));
+                    if is_unstable(&unstable, &topic, p) {
+                        part = part.with_committed_offset(-1).with_error_code(UNSTABLE);
+                    }
+                    if cx.version >= 5 {
+                        part.with_committed_leader_epoch(epoch)
+                    } else {
+                        part
+                    }
+                })
+                .collect();
+            OffsetFetchResponseTopic::default()
+                .with_name(TopicName(str(&topic)))
+                .with_partitions(partitions)
+        })
+        .collect();
+    let resp = OffsetFetchResponse::default().with_topics(topics);
+    if cx.version >= 2 {
+        resp.with_error_code(code.code())
+    } else {
+        resp
     }
-    resp
+}
+
+/// Whether `topic`-`p` has a transactional commit pending (answered
+/// UNSTABLE_OFFSET_COMMIT when the request requires stable offsets).
+fn is_unstable(unstable: &Unstable, topic: &str, p: i32) -> bool {
+    unstable.contains(&(topic, p) as &dyn TopicPartitionRef)
+}
+
+/// v8 and later: several groups in one request, each answered apart.
+async fn grouped(cx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse {
+    let (shard, caller) = (&cx.shard, &cx.caller);
+    let asks = req.groups.into_iter().map(|g| {
+        let query = g.topics.map(|ts| {
+            ts.into_iter()
+                .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                .collect()
+        });
+        let id = g.group_id;
+        async move {
+            let answer = committed(shard, caller, id.0.to_string(), query, req.require_stable);
+            (id.clone(), answer.await)
+        }
+    });
+    let groups = join_all(asks)
+        .await
+        .into_iter()
+        .map(|(id, r)| match r {
+            Ok((answer, unstable)) => OffsetFetchResponseGroup::default()
+                .with_group_id(id)
+                .with_topics(group_topics(answer, &unstable)),
+            Err(e) => OffsetFetchResponseGroup::default()
+                .with_group_id(id)
+                .with_error_code(e.code.code()),
+        })
+        .collect();
+    OffsetFetchResponse::default().with_groups(groups)
+}
+
+/// One group's committed offsets as v8 answers them.
+fn group_topics(answer: OffsetAnswer, unstable: &Unstable) -> Vec<OffsetFetchResponseTopics> {
+    answer
+        .into_iter()
+        .map(|(topic, ps)| {
+            let partitions = ps
+                .into_iter()
+                .map(|(p, c)| {
+                    let (offset, epoch, meta) = parts(c);
+                    let part = OffsetFetchResponsePartitions::default()
+                        .with_partition_index(p)
+                        .with_committed_offset(offset)
+                        .with_committed_leader_epoch(epoch)
+                        .with_metadata(Some(str(&meta)));
+                    if is_unstable(unstable, &topic, p) {
+                        part.with_committed_offset(-1).with_error_code(UNSTABLE)
+                    } else {
+                        part
+                    }
+                })
+                .collect();
+            OffsetFetchResponseTopics::default()
+                .with_name(TopicName(str(&topic)))
+                .with_partitions(partitions)
+        })
+        .collect()
 }
