@@ -1,3 +1,6 @@
+//! Tests of Avro tables: framing, decoding (and hostile datums), Debezium
+//! envelopes, encoding rows, decimals, and columns from a schema.
+
 use std::rc::Rc;
 
 use apache_avro::types::Value as AvroValue;
