@@ -4,7 +4,10 @@
 
 use std::collections::HashMap;
 
-use apache_avro::schema::{Name, Namespace, Schema};
+use apache_avro::schema::{
+    ArraySchema, DecimalSchema, EnumSchema, MapSchema, Name, Namespace, RecordSchema, Schema,
+    UnionSchema,
+};
 use serde_json::{Map, Value};
 
 use super::{Writer, MAX_DEPTH};
@@ -178,100 +181,15 @@ impl<'a> Decoder<'a> {
             }
             Schema::Bytes => bytes_value(ColumnType::Bytes, self.bytes()?),
             Schema::String => Value::String(self.string()?),
-            Schema::Uuid => {
-                // As apache-avro reads it: 16 bytes, or the text form.
-                let b = self.bytes()?;
-                match b.len() {
-                    16 => Value::String(uuid_text(b)),
-                    _ => Value::String(
-                        std::str::from_utf8(b)
-                            .map_err(|_| "a uuid that is not UTF-8")?
-                            .to_string(),
-                    ),
-                }
-            }
+            Schema::Uuid => self.uuid()?,
             Schema::Fixed(f) => bytes_value(ColumnType::Bytes, self.take(f.size)?),
-            Schema::Enum(e) => {
-                let i = self.long()?;
-                let sym = usize::try_from(i).ok().and_then(|i| e.symbols.get(i));
-                Value::String(
-                    sym.ok_or_else(|| format!("enum index {i} of {} symbols", e.symbols.len()))?
-                        .clone(),
-                )
-            }
-            Schema::Union(u) => {
-                let i = self.long()?;
-                let branch = usize::try_from(i).ok().and_then(|i| u.variants().get(i));
-                let branch =
-                    branch.ok_or_else(|| format!("union branch {i} of {}", u.variants().len()))?;
-                self.value(branch, ns)?
-            }
-            Schema::Array(a) => {
-                let empty = takes_no_bytes(&a.items, self.names, 0);
-                let mut items = Vec::new();
-                loop {
-                    let n = self.block(empty)?;
-                    if n == 0 {
-                        break;
-                    }
-                    for _ in 0..n {
-                        items.push(self.value(&a.items, ns)?);
-                    }
-                }
-                Value::Array(items)
-            }
-            Schema::Map(m) => {
-                let mut items = Map::new();
-                loop {
-                    // A key takes a byte at least.
-                    let n = self.block(false)?;
-                    if n == 0 {
-                        break;
-                    }
-                    for _ in 0..n {
-                        let k = self.string()?;
-                        let v = self.value(&m.types, ns)?;
-                        items.insert(k, v);
-                    }
-                }
-                Value::Object(items)
-            }
-            Schema::Record(r) => {
-                let inner = r.name.fully_qualified_name(ns).namespace;
-                let mut o = Map::new();
-                for f in &r.fields {
-                    let v = self
-                        .value(&f.schema, &inner)
-                        .map_err(|why| format!("{}: {why}", f.name))?;
-                    o.insert(f.name.clone(), v);
-                }
-                Value::Object(o)
-            }
-            Schema::Decimal(d) => {
-                let b = match &*d.inner {
-                    Schema::Fixed(f) => self.take(f.size)?,
-                    _ => self.bytes()?,
-                };
-                Value::String(decimal_text(b, d.scale)?)
-            }
-            Schema::BigDecimal => {
-                // Its bytes hold the unscaled value's bytes, then the scale.
-                let inner = self.bytes()?;
-                let mut d = Decoder {
-                    buf: inner,
-                    pos: 0,
-                    names: self.names,
-                    depth: MAX_DEPTH,
-                    empty_items: 0,
-                };
-                let unscaled = d.bytes()?;
-                let scale = d.long()?;
-                let scale = usize::try_from(scale)
-                    .ok()
-                    .filter(|s| *s <= 76)
-                    .ok_or_else(|| format!("a big-decimal scale of {scale}"))?;
-                Value::String(decimal_text(unscaled, scale)?)
-            }
+            Schema::Enum(e) => self.symbol(e)?,
+            Schema::Union(u) => self.union(u, ns)?,
+            Schema::Array(a) => self.array(a, ns)?,
+            Schema::Map(m) => self.map(m, ns)?,
+            Schema::Record(r) => self.record(r, ns)?,
+            Schema::Decimal(d) => self.decimal(d)?,
+            Schema::BigDecimal => self.big_decimal()?,
             Schema::Date => {
                 let days = i64::from(self.int()?);
                 let text = format_timestamp(days * 86_400_000);
@@ -291,15 +209,120 @@ impl<'a> Decoder<'a> {
                 let part = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4"));
                 serde_json::json!({"months": part(0), "days": part(4), "millis": part(8)})
             }
-            Schema::Ref { name } => {
-                let full = name.fully_qualified_name(ns);
-                let names = self.names;
-                let s = names
-                    .get(&full)
-                    .ok_or_else(|| format!("the schema names {full}, which it does not define"))?;
-                self.value(s, &full.namespace)?
-            }
+            Schema::Ref { name } => self.named(name, ns)?,
         })
+    }
+
+    // Each kind of schema that takes more than a line, read (`value_in`).
+
+    fn uuid(&mut self) -> Result<Value, String> {
+        // As apache-avro reads it: 16 bytes, or the text form.
+        let b = self.bytes()?;
+        Ok(match b.len() {
+            16 => Value::String(uuid_text(b)),
+            _ => Value::String(
+                std::str::from_utf8(b)
+                    .map_err(|_| "a uuid that is not UTF-8")?
+                    .to_string(),
+            ),
+        })
+    }
+
+    fn symbol(&mut self, e: &EnumSchema) -> Result<Value, String> {
+        let i = self.long()?;
+        let sym = usize::try_from(i).ok().and_then(|i| e.symbols.get(i));
+        Ok(Value::String(
+            sym.ok_or_else(|| format!("enum index {i} of {} symbols", e.symbols.len()))?
+                .clone(),
+        ))
+    }
+
+    fn union(&mut self, u: &UnionSchema, ns: &Namespace) -> Result<Value, String> {
+        let i = self.long()?;
+        let branch = usize::try_from(i).ok().and_then(|i| u.variants().get(i));
+        let branch = branch.ok_or_else(|| format!("union branch {i} of {}", u.variants().len()))?;
+        self.value(branch, ns)
+    }
+
+    fn array(&mut self, a: &ArraySchema, ns: &Namespace) -> Result<Value, String> {
+        let empty = takes_no_bytes(&a.items, self.names, 0);
+        let mut items = Vec::new();
+        loop {
+            let n = self.block(empty)?;
+            if n == 0 {
+                break;
+            }
+            for _ in 0..n {
+                items.push(self.value(&a.items, ns)?);
+            }
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn map(&mut self, m: &MapSchema, ns: &Namespace) -> Result<Value, String> {
+        let mut items = Map::new();
+        loop {
+            // A key takes a byte at least.
+            let n = self.block(false)?;
+            if n == 0 {
+                break;
+            }
+            for _ in 0..n {
+                let k = self.string()?;
+                let v = self.value(&m.types, ns)?;
+                items.insert(k, v);
+            }
+        }
+        Ok(Value::Object(items))
+    }
+
+    fn record(&mut self, r: &RecordSchema, ns: &Namespace) -> Result<Value, String> {
+        let inner = r.name.fully_qualified_name(ns).namespace;
+        let mut o = Map::new();
+        for f in &r.fields {
+            let v = self
+                .value(&f.schema, &inner)
+                .map_err(|why| format!("{}: {why}", f.name))?;
+            o.insert(f.name.clone(), v);
+        }
+        Ok(Value::Object(o))
+    }
+
+    fn decimal(&mut self, d: &DecimalSchema) -> Result<Value, String> {
+        let b = match &*d.inner {
+            Schema::Fixed(f) => self.take(f.size)?,
+            _ => self.bytes()?,
+        };
+        Ok(Value::String(decimal_text(b, d.scale)?))
+    }
+
+    fn big_decimal(&mut self) -> Result<Value, String> {
+        // Its bytes hold the unscaled value's bytes, then the scale.
+        let inner = self.bytes()?;
+        let mut d = Decoder {
+            buf: inner,
+            pos: 0,
+            names: self.names,
+            depth: MAX_DEPTH,
+            empty_items: 0,
+        };
+        let unscaled = d.bytes()?;
+        let scale = d.long()?;
+        let scale = usize::try_from(scale)
+            .ok()
+            .filter(|s| *s <= 76)
+            .ok_or_else(|| format!("a big-decimal scale of {scale}"))?;
+        Ok(Value::String(decimal_text(unscaled, scale)?))
+    }
+
+    /// A named type (`Ref`), read as the type it names.
+    fn named(&mut self, name: &Name, ns: &Namespace) -> Result<Value, String> {
+        let full = name.fully_qualified_name(ns);
+        let names = self.names;
+        let s = names
+            .get(&full)
+            .ok_or_else(|| format!("the schema names {full}, which it does not define"))?;
+        self.value(s, &full.namespace)
     }
 }
 
