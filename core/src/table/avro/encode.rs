@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use apache_avro::schema::{Name, Namespace, RecordSchema, Schema};
+use apache_avro::schema::{
+    ArraySchema, DecimalSchema, MapSchema, Name, Namespace, RecordSchema, Schema, UnionSchema,
+};
 use serde_json::{Map, Value};
 
 use super::{kind_name, Writer, MAGIC, MAX_DEPTH};
@@ -75,13 +77,7 @@ impl Encoder<'_> {
     }
 
     fn value_in(&mut self, s: &Schema, v: &Value, ns: &Namespace) -> Result<(), String> {
-        let wrong = || {
-            let shown = match v {
-                Value::Null => "null (no value and no default)".to_string(),
-                other => other.to_string(),
-            };
-            format!("{shown} is not {}", kind_name(s))
-        };
+        let wrong = || wrong_value(s, v);
         let int = |lo: i64, hi: i64| -> Result<i64, String> {
             match v {
                 Value::Number(n) => n.as_i64(),
@@ -147,63 +143,15 @@ impl Encoder<'_> {
                     .ok_or_else(|| format!("{}: one of {:?}", wrong(), e.symbols))?;
                 self.long(i as i64);
             }
-            Schema::Union(u) => {
-                // The first branch that takes the value (null the null one).
-                let start = self.out.len();
-                let mut why = Vec::new();
-                for (i, branch) in u.variants().iter().enumerate() {
-                    self.long(i as i64);
-                    match self.value(branch, v, ns) {
-                        Ok(()) => return Ok(()),
-                        Err(e) => {
-                            self.out.truncate(start);
-                            why.push(e);
-                        }
-                    }
-                }
-                return Err(format!(
-                    "no branch of the union takes it ({})",
-                    why.join("; ")
-                ));
-            }
-            Schema::Array(a) => {
-                let items = v.as_array().ok_or_else(wrong)?;
-                if !items.is_empty() {
-                    self.long(items.len() as i64);
-                    for item in items {
-                        self.value(&a.items, item, ns)?;
-                    }
-                }
-                self.long(0);
-            }
-            Schema::Map(m) => {
-                let items = v.as_object().ok_or_else(wrong)?;
-                if !items.is_empty() {
-                    self.long(items.len() as i64);
-                    for (k, item) in items {
-                        self.bytes(k.as_bytes());
-                        self.value(&m.types, item, ns)?;
-                    }
-                }
-                self.long(0);
-            }
+            Schema::Union(u) => return self.union(u, v, ns),
+            Schema::Array(a) => self.array(a, s, v, ns)?,
+            Schema::Map(m) => self.map(m, s, v, ns)?,
             Schema::Record(r) => {
                 let fields = v.as_object().ok_or_else(wrong)?;
                 let inner = r.name.fully_qualified_name(ns).namespace;
                 self.fields(r, fields, &inner)?;
             }
-            Schema::Date => {
-                let days = match v {
-                    Value::Number(n) => n.as_i64(),
-                    Value::String(t) => {
-                        crate::table::schema::parse_timestamp(t).map(|ms| ms.div_euclid(86_400_000))
-                    }
-                    _ => None,
-                }
-                .filter(|d| i32::try_from(*d).is_ok())
-                .ok_or_else(wrong)?;
-                self.long(days);
-            }
+            Schema::Date => self.date(s, v)?,
             Schema::TimestampMillis | Schema::LocalTimestampMillis => self.long(millis()?),
             Schema::TimestampMicros | Schema::LocalTimestampMicros => {
                 self.long(millis()?.checked_mul(1000).ok_or_else(wrong)?)
@@ -211,46 +159,133 @@ impl Encoder<'_> {
             Schema::TimestampNanos | Schema::LocalTimestampNanos => {
                 self.long(millis()?.checked_mul(1_000_000).ok_or_else(wrong)?)
             }
-            Schema::Decimal(d) => {
-                let unscaled = decimal_unscaled(v, d.scale).ok_or_else(wrong)?;
-                let full = unscaled.to_be_bytes();
-                // The fewest bytes that keep the sign.
-                let mut at = 0;
-                while at < 15
-                    && ((full[at] == 0 && full[at + 1] & 0x80 == 0)
-                        || (full[at] == 0xff && full[at + 1] & 0x80 != 0))
-                {
-                    at += 1;
-                }
-                match &*d.inner {
-                    Schema::Fixed(f) => {
-                        let len = 16 - at;
-                        // A schema may declare any size: a value is 16
-                        // bytes at most, padded to no more than 64.
-                        if len > f.size || f.size > 64 {
-                            return Err(format!("{}: too wide for {} bytes", wrong(), f.size));
-                        }
-                        let pad = if unscaled < 0 { 0xff } else { 0 };
-                        self.out.extend(std::iter::repeat_n(pad, f.size - len));
-                        self.out.extend(&full[at..]);
-                    }
-                    _ => self.bytes(&full[at..]),
-                }
-            }
+            Schema::Decimal(d) => self.decimal(d, s, v)?,
             Schema::BigDecimal | Schema::Duration => {
                 return Err(format!("{} values are not written from SQL", kind_name(s)))
             }
-            Schema::Ref { name } => {
-                let full = name.fully_qualified_name(ns);
-                let names = self.names;
-                let s = names
-                    .get(&full)
-                    .ok_or_else(|| format!("the schema names {full}, which it does not define"))?;
-                self.value(s, v, &full.namespace)?;
-            }
+            Schema::Ref { name } => self.named(name, v, ns)?,
         }
         Ok(())
     }
+
+    // Each kind of schema that takes more than a line, written (`value_in`).
+
+    fn union(&mut self, u: &UnionSchema, v: &Value, ns: &Namespace) -> Result<(), String> {
+        // The first branch that takes the value (null the null one).
+        let start = self.out.len();
+        let mut why = Vec::new();
+        for (i, branch) in u.variants().iter().enumerate() {
+            self.long(i as i64);
+            match self.value(branch, v, ns) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    self.out.truncate(start);
+                    why.push(e);
+                }
+            }
+        }
+        Err(format!(
+            "no branch of the union takes it ({})",
+            why.join("; ")
+        ))
+    }
+
+    fn array(
+        &mut self,
+        a: &ArraySchema,
+        s: &Schema,
+        v: &Value,
+        ns: &Namespace,
+    ) -> Result<(), String> {
+        let wrong = || wrong_value(s, v);
+        let items = v.as_array().ok_or_else(wrong)?;
+        if !items.is_empty() {
+            self.long(items.len() as i64);
+            for item in items {
+                self.value(&a.items, item, ns)?;
+            }
+        }
+        self.long(0);
+        Ok(())
+    }
+
+    fn map(&mut self, m: &MapSchema, s: &Schema, v: &Value, ns: &Namespace) -> Result<(), String> {
+        let wrong = || wrong_value(s, v);
+        let items = v.as_object().ok_or_else(wrong)?;
+        if !items.is_empty() {
+            self.long(items.len() as i64);
+            for (k, item) in items {
+                self.bytes(k.as_bytes());
+                self.value(&m.types, item, ns)?;
+            }
+        }
+        self.long(0);
+        Ok(())
+    }
+
+    fn date(&mut self, s: &Schema, v: &Value) -> Result<(), String> {
+        let wrong = || wrong_value(s, v);
+        let days = match v {
+            Value::Number(n) => n.as_i64(),
+            Value::String(t) => {
+                crate::table::schema::parse_timestamp(t).map(|ms| ms.div_euclid(86_400_000))
+            }
+            _ => None,
+        }
+        .filter(|d| i32::try_from(*d).is_ok())
+        .ok_or_else(wrong)?;
+        self.long(days);
+        Ok(())
+    }
+
+    fn decimal(&mut self, d: &DecimalSchema, s: &Schema, v: &Value) -> Result<(), String> {
+        let wrong = || wrong_value(s, v);
+        let unscaled = decimal_unscaled(v, d.scale).ok_or_else(wrong)?;
+        let full = unscaled.to_be_bytes();
+        // The fewest bytes that keep the sign.
+        let mut at = 0;
+        while at < 15
+            && ((full[at] == 0 && full[at + 1] & 0x80 == 0)
+                || (full[at] == 0xff && full[at + 1] & 0x80 != 0))
+        {
+            at += 1;
+        }
+        match &*d.inner {
+            Schema::Fixed(f) => {
+                let len = 16 - at;
+                // A schema may declare any size: a value is 16
+                // bytes at most, padded to no more than 64.
+                if len > f.size || f.size > 64 {
+                    return Err(format!("{}: too wide for {} bytes", wrong(), f.size));
+                }
+                let pad = if unscaled < 0 { 0xff } else { 0 };
+                self.out.extend(std::iter::repeat_n(pad, f.size - len));
+                self.out.extend(&full[at..]);
+            }
+            _ => self.bytes(&full[at..]),
+        }
+        Ok(())
+    }
+
+    /// A named type (`Ref`), written as the type it names.
+    fn named(&mut self, name: &Name, v: &Value, ns: &Namespace) -> Result<(), String> {
+        let full = name.fully_qualified_name(ns);
+        let names = self.names;
+        let s = names
+            .get(&full)
+            .ok_or_else(|| format!("the schema names {full}, which it does not define"))?;
+        self.value(s, v, &full.namespace)?;
+        Ok(())
+    }
+}
+
+/// Why `v` cannot be written as a value of `s`.
+fn wrong_value(s: &Schema, v: &Value) -> String {
+    let shown = match v {
+        Value::Null => "null (no value and no default)".to_string(),
+        other => other.to_string(),
+    };
+    format!("{shown} is not {}", kind_name(s))
 }
 
 /// A number (or its text) as a decimal's unscaled value at `scale`, when
