@@ -123,21 +123,7 @@ fn parse_words(w: &[Word]) -> Result<Access, String> {
     };
     let rest = &w[2.min(w.len())..];
     let access = match (first.as_str(), second.as_str()) {
-        ("CREATE" | "ALTER", "USER") => {
-            let [Word::Name(name), Word::Name(with), Word::Name(pw), Word::Text(password)] = rest
-            else {
-                return Err(format!("expected {first} USER name WITH PASSWORD '...'"));
-            };
-            if !with.eq_ignore_ascii_case("WITH") || !pw.eq_ignore_ascii_case("PASSWORD") {
-                return Err(format!("expected {first} USER name WITH PASSWORD '...'"));
-            }
-            let (name, password) = (name.clone(), password.clone());
-            if first == "CREATE" {
-                Access::CreateUser { name, password }
-            } else {
-                Access::AlterUser { name, password }
-            }
-        }
+        ("CREATE" | "ALTER", "USER") => parse_user_password(&first, rest)?,
         ("DROP", "USER") => match rest {
             [Word::Name(name)] => Access::DropUser {
                 name: name.clone(),
@@ -175,59 +161,77 @@ fn parse_words(w: &[Word]) -> Result<Access, String> {
             },
             _ => return Err("expected DROP TOKEN 'token'".into()),
         },
-        ("GRANT" | "REVOKE", _) => {
-            let mut c = Cursor { w, at: 1 };
-            let mut ops = Vec::new();
-            loop {
-                let op = match c.next() {
-                    Some(Word::Name(p)) => match p.to_ascii_uppercase().as_str() {
-                        "SELECT" => Operation::Read,
-                        "INSERT" => Operation::Write,
-                        "ALL" => Operation::All,
-                        other => {
-                            return Err(format!("privilege {other} is not SELECT, INSERT or ALL"))
-                        }
-                    },
-                    other => return Err(format!("expected a privilege, found {}", show(other))),
-                };
-                ops.push(op);
-                match c.next() {
-                    Some(Word::Comma) => continue,
-                    Some(Word::Name(n)) if n.eq_ignore_ascii_case("PRIVILEGES") => {
-                        c.keyword("ON")?;
-                        break;
-                    }
-                    Some(Word::Name(n)) if n.eq_ignore_ascii_case("ON") => break,
-                    other => return Err(format!("expected ON, found {}", show(other))),
-                }
-            }
-            let mut table = match c.next() {
-                Some(Word::Name(n)) => n,
-                other => return Err(format!("expected a table, found {}", show(other))),
-            };
-            if table.eq_ignore_ascii_case("TABLE") {
-                table = match c.next() {
-                    Some(Word::Name(n)) => n,
-                    other => return Err(format!("expected a table, found {}", show(other))),
-                };
-            }
-            c.keyword(if first == "GRANT" { "TO" } else { "FROM" })?;
-            let user = match c.next() {
-                Some(Word::Name(n)) => n,
-                other => return Err(format!("expected a user, found {}", show(other))),
-            };
-            if let Some(extra) = c.next() {
-                return Err(format!("unexpected {}", show(Some(extra))));
-            }
-            if first == "GRANT" {
-                Access::Grant { ops, table, user }
-            } else {
-                Access::Revoke { ops, table, user }
-            }
-        }
+        ("GRANT" | "REVOKE", _) => parse_grant(&first, w)?,
         _ => return Err(format!("unsupported statement {first} {second}")),
     };
     Ok(access)
+}
+
+/// CREATE USER or ALTER USER (`first`): `name WITH PASSWORD '...'`.
+fn parse_user_password(first: &str, rest: &[Word]) -> Result<Access, String> {
+    let [Word::Name(name), Word::Name(with), Word::Name(pw), Word::Text(password)] = rest else {
+        return Err(format!("expected {first} USER name WITH PASSWORD '...'"));
+    };
+    if !with.eq_ignore_ascii_case("WITH") || !pw.eq_ignore_ascii_case("PASSWORD") {
+        return Err(format!("expected {first} USER name WITH PASSWORD '...'"));
+    }
+    let (name, password) = (name.clone(), password.clone());
+    Ok(if first == "CREATE" {
+        Access::CreateUser { name, password }
+    } else {
+        Access::AlterUser { name, password }
+    })
+}
+
+/// GRANT or REVOKE (`first`): privileges, ON [TABLE] a table, TO or FROM a
+/// user.
+fn parse_grant(first: &str, w: &[Word]) -> Result<Access, String> {
+    let mut c = Cursor { w, at: 1 };
+    let mut ops = Vec::new();
+    loop {
+        let op = match c.next() {
+            Some(Word::Name(p)) => match p.to_ascii_uppercase().as_str() {
+                "SELECT" => Operation::Read,
+                "INSERT" => Operation::Write,
+                "ALL" => Operation::All,
+                other => return Err(format!("privilege {other} is not SELECT, INSERT or ALL")),
+            },
+            other => return Err(format!("expected a privilege, found {}", show(other))),
+        };
+        ops.push(op);
+        match c.next() {
+            Some(Word::Comma) => continue,
+            Some(Word::Name(n)) if n.eq_ignore_ascii_case("PRIVILEGES") => {
+                c.keyword("ON")?;
+                break;
+            }
+            Some(Word::Name(n)) if n.eq_ignore_ascii_case("ON") => break,
+            other => return Err(format!("expected ON, found {}", show(other))),
+        }
+    }
+    let mut table = match c.next() {
+        Some(Word::Name(n)) => n,
+        other => return Err(format!("expected a table, found {}", show(other))),
+    };
+    if table.eq_ignore_ascii_case("TABLE") {
+        table = match c.next() {
+            Some(Word::Name(n)) => n,
+            other => return Err(format!("expected a table, found {}", show(other))),
+        };
+    }
+    c.keyword(if first == "GRANT" { "TO" } else { "FROM" })?;
+    let user = match c.next() {
+        Some(Word::Name(n)) => n,
+        other => return Err(format!("expected a user, found {}", show(other))),
+    };
+    if let Some(extra) = c.next() {
+        return Err(format!("unexpected {}", show(Some(extra))));
+    }
+    Ok(if first == "GRANT" {
+        Access::Grant { ops, table, user }
+    } else {
+        Access::Revoke { ops, table, user }
+    })
 }
 
 /// The words of a statement, read in order.
