@@ -195,8 +195,37 @@ fn partition_labels(p: &PartitionSample) -> Labels {
 }
 
 impl Collector for Scrape {
+    /// The families in their order: partitions, groups, shards, memory,
+    /// executors, errors, the data directory, histograms.
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let parts = || self.samples.iter().flat_map(|s| s.partitions.iter());
+        self.write_partitions(&mut enc)?;
+        self.write_groups(&mut enc)?;
+        self.write_shards(&mut enc)?;
+        self.write_memory(&mut enc)?;
+        self.write_executors(&mut enc)?;
+        self.write_errors(&mut enc)?;
+        self.write_data_dir(&mut enc)?;
+        self.write_histograms(&mut enc)
+    }
+}
+
+impl Scrape {
+    /// Every shard's partitions.
+    fn parts(&self) -> impl Iterator<Item = &PartitionSample> {
+        self.samples.iter().flat_map(|s| s.partitions.iter())
+    }
+
+    /// One value per shard, labelled with the shard.
+    fn per_shard(&self, f: &dyn Fn(&ShardReport) -> u64) -> Vec<(Labels, u64)> {
+        self.samples
+            .iter()
+            .map(|s| (shard_label(s), f(&s.report)))
+            .collect::<Vec<_>>()
+    }
+
+    /// Partitions: offsets, sizes, bytes and records in and out, cache reads.
+    fn write_partitions(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let parts = || self.parts();
         let each = |f: fn(&PartitionSample) -> i64| {
             parts()
                 .map(move |p| (partition_labels(p), f(p)))
@@ -209,91 +238,97 @@ impl Collector for Scrape {
         };
         // Partitions.
         gauge(
-            &mut enc,
+            enc,
             "weir_partition_log_start_offset",
             "The first offset a reader may fetch.",
             None,
             each(|p| p.log_start),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "weir_partition_log_end_offset",
             "The next offset to be assigned.",
             None,
             each(|p| p.log_end),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "weir_partition_high_watermark",
             "Everything below is durable and readable.",
             None,
             each(|p| p.high_watermark),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "weir_partition_log_size",
             "Bytes of the partition's segments.",
             Some(Unit::Bytes),
             each(|p| p.size_bytes as i64),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "weir_partition_cleaned_offset",
             "Compaction has cleaned the log below this offset (compacted topics).",
             None,
             parts().filter_map(|p| p.cleaned_to.map(|c| (partition_labels(p), c))),
         )?;
         counter(
-            &mut enc,
+            enc,
             "weir_partition_in",
             "Bytes of record batches appended (as stored).",
             Some(Unit::Bytes),
             each_count(|p| p.bytes_in),
         )?;
         counter(
-            &mut enc,
+            enc,
             "weir_partition_in_records",
             "Records appended.",
             None,
             each_count(|p| p.records_in),
         )?;
         counter(
-            &mut enc,
+            enc,
             "weir_partition_out",
             "Bytes of record batches read (fetches and SQL scans).",
             Some(Unit::Bytes),
             each_count(|p| p.bytes_out),
         )?;
         counter(
-            &mut enc,
+            enc,
             "weir_partition_out_records",
             "Records read (fetches and SQL scans), transaction markers not counted.",
             None,
             each_count(|p| p.records_out),
         )?;
         counter(
-            &mut enc,
+            enc,
             "weir_partition_cache_hits",
             "Reads served from the tail cache.",
             None,
             each_count(|p| p.cache_hits),
         )?;
         counter(
-            &mut enc,
+            enc,
             "weir_partition_cache_misses",
             "Reads served from the log on disk.",
             None,
             each_count(|p| p.cache_misses),
         )?;
         counter(
-            &mut enc,
+            enc,
             "weir_partition_corrupt_batches",
             "Batches on disk found failing their CRC-32C check, never served (each counted once).",
             None,
             each_count(|p| p.corrupt_batches),
         )?;
+        Ok(())
+    }
+
+    /// Consumer groups: committed offsets and lag.
+    fn write_groups(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         // Consumer groups: lag against the high watermark.
-        let hw: BTreeMap<(&str, i32), i64> = parts()
+        let hw: BTreeMap<(&str, i32), i64> = self
+            .parts()
             .map(|p| ((p.topic.as_str(), p.partition), p.high_watermark))
             .collect();
         let committed: Vec<_> = self
@@ -309,14 +344,14 @@ impl Collector for Scrape {
             ]
         };
         gauge(
-            &mut enc,
+            enc,
             "weir_group_committed_offset",
             "A group's committed offset.",
             None,
             committed.iter().map(|c| (group_labels(c), c.3)),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "weir_group_lag",
             "Records between a group's committed offset and the high watermark.",
             None,
@@ -325,24 +360,24 @@ impl Collector for Scrape {
                     .map(|hw| (group_labels(c), (hw - c.3).max(0)))
             }),
         )?;
+        Ok(())
+    }
+
+    /// Shards: every counter a shard declares, its partitions, sign-in
+    /// failures, its tail cache.
+    fn write_shards(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         // Shards.
-        let per_shard = |f: &dyn Fn(&ShardReport) -> u64| {
-            self.samples
-                .iter()
-                .map(|s| (shard_label(s), f(&s.report)))
-                .collect::<Vec<_>>()
-        };
         // Every counter a shard declares (`crate::counters`).
         for m in METRICS {
             let unit = match m.unit {
                 crate::counters::Unit::None => None,
                 crate::counters::Unit::Bytes => Some(Unit::Bytes),
             };
-            let values = per_shard(&|r| (m.value)(&r.counters));
+            let values = self.per_shard(&|r| (m.value)(&r.counters));
             match m.kind {
-                Kind::Counter => counter(&mut enc, m.name, m.help, unit, values)?,
+                Kind::Counter => counter(enc, m.name, m.help, unit, values)?,
                 Kind::Gauge => gauge(
-                    &mut enc,
+                    enc,
                     m.name,
                     m.help,
                     unit,
@@ -351,7 +386,7 @@ impl Collector for Scrape {
             }
         }
         gauge(
-            &mut enc,
+            enc,
             "weir_shard_partitions",
             "Partitions the shard owns.",
             None,
@@ -360,14 +395,14 @@ impl Collector for Scrape {
                 .map(|s| (shard_label(s), s.report.partitions as i64)),
         )?;
         counter(
-            &mut enc,
+            enc,
             "weir_sign_in_failures",
             "Failed SASL sign-ins.",
             None,
-            per_shard(&|r| r.sign_in_failures),
+            self.per_shard(&|r| r.sign_in_failures),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "weir_tail_cache",
             "Bytes of batches in the shard's tail cache.",
             Some(Unit::Bytes),
@@ -375,6 +410,11 @@ impl Collector for Scrape {
                 .iter()
                 .map(|s| (shard_label(s), s.report.cache_bytes as i64)),
         )?;
+        Ok(())
+    }
+
+    /// Each shard's memory for request frames and fetch answers.
+    fn write_memory(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let memory = |f: fn(&crate::memory::MemoryReport) -> i64| {
             self.samples.iter().flat_map(move |s| {
                 [
@@ -389,42 +429,47 @@ impl Collector for Scrape {
             })
         };
         gauge(
-            &mut enc,
+            enc,
             "weir_memory_held",
             "Bytes held of the shard's memory for request frames (kind=requests) and fetch answers not yet sent (kind=answers).",
             Some(Unit::Bytes),
             memory(|m| m.held as i64),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "weir_memory_peak",
             "The most bytes of that memory held at once since start.",
             Some(Unit::Bytes),
             memory(|m| m.peak as i64),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "weir_memory_limit",
             "That memory's limit (--request-memory-bytes, --answer-memory-bytes).",
             Some(Unit::Bytes),
             memory(|m| m.limit as i64),
         )?;
         counter(
-            &mut enc,
+            enc,
             "weir_memory_waits_timed_out",
             "Requests that waited for room in that memory past --socket-timeout-ms (their connections were closed), or fetches that found none within their wait.",
             None,
             memory(|m| m.timeouts as i64).map(|(l, v)| (l, v as u64)),
         )?;
+        Ok(())
+    }
+
+    /// Each shard's executor: wake-ups the watchdog made, time busy.
+    fn write_executors(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         counter(
-            &mut enc,
+            enc,
             "weir_lost_wakeups",
             "Times the watchdog woke the shard asleep past its heartbeat.",
             None,
-            per_shard(&|r| r.lost_wakeups),
+            self.per_shard(&|r| r.lost_wakeups),
         )?;
         counter(
-            &mut enc,
+            enc,
             "weir_shard_busy",
             "Time the shard's executor spent running tasks.",
             Some(Unit::Seconds),
@@ -432,6 +477,11 @@ impl Collector for Scrape {
                 .iter()
                 .map(|s| (shard_label(s), s.busy_seconds)),
         )?;
+        Ok(())
+    }
+
+    /// Errors answered, by API and error, summed over the shards.
+    fn write_errors(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let mut errors: BTreeMap<(i16, &str), u64> = BTreeMap::new();
         for s in &self.samples {
             for ((api, _), (name, n)) in &s.errors {
@@ -439,7 +489,7 @@ impl Collector for Scrape {
             }
         }
         counter(
-            &mut enc,
+            enc,
             "weir_errors",
             "Errors answered, by API and error: one per error code in a response (a request's, each topic's, partition's, group's or resource's).",
             None,
@@ -448,22 +498,30 @@ impl Collector for Scrape {
                 (vec![("api", api), ("error", name.to_string())], *n)
             }),
         )?;
-        // The data directory's file system.
+        Ok(())
+    }
+
+    /// The data directory's file system.
+    fn write_data_dir(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         gauge(
-            &mut enc,
+            enc,
             "weir_data_dir_free",
             "Bytes free to the node in the data directory's file system.",
             Some(Unit::Bytes),
             [(Labels::new(), self.disk_free as i64)],
         )?;
         gauge(
-            &mut enc,
+            enc,
             "weir_data_dir_size",
             "Bytes of the data directory's file system.",
             Some(Unit::Bytes),
             [(Labels::new(), self.disk_total as i64)],
         )?;
-        // Histograms: requests by API, then the produce path's.
+        Ok(())
+    }
+
+    /// Histograms: requests by API, then the produce path's.
+    fn write_histograms(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let mut apis: BTreeMap<i16, ApiLatency> = BTreeMap::new();
         for s in &self.samples {
             for (k, a) in &s.apis {

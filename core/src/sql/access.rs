@@ -123,21 +123,7 @@ fn parse_words(w: &[Word]) -> Result<Access, String> {
     };
     let rest = &w[2.min(w.len())..];
     let access = match (first.as_str(), second.as_str()) {
-        ("CREATE" | "ALTER", "USER") => {
-            let [Word::Name(name), Word::Name(with), Word::Name(pw), Word::Text(password)] = rest
-            else {
-                return Err(format!("expected {first} USER name WITH PASSWORD '...'"));
-            };
-            if !with.eq_ignore_ascii_case("WITH") || !pw.eq_ignore_ascii_case("PASSWORD") {
-                return Err(format!("expected {first} USER name WITH PASSWORD '...'"));
-            }
-            let (name, password) = (name.clone(), password.clone());
-            if first == "CREATE" {
-                Access::CreateUser { name, password }
-            } else {
-                Access::AlterUser { name, password }
-            }
-        }
+        ("CREATE" | "ALTER", "USER") => parse_user_password(&first, rest)?,
         ("DROP", "USER") => match rest {
             [Word::Name(name)] => Access::DropUser {
                 name: name.clone(),
@@ -175,59 +161,77 @@ fn parse_words(w: &[Word]) -> Result<Access, String> {
             },
             _ => return Err("expected DROP TOKEN 'token'".into()),
         },
-        ("GRANT" | "REVOKE", _) => {
-            let mut c = Cursor { w, at: 1 };
-            let mut ops = Vec::new();
-            loop {
-                let op = match c.next() {
-                    Some(Word::Name(p)) => match p.to_ascii_uppercase().as_str() {
-                        "SELECT" => Operation::Read,
-                        "INSERT" => Operation::Write,
-                        "ALL" => Operation::All,
-                        other => {
-                            return Err(format!("privilege {other} is not SELECT, INSERT or ALL"))
-                        }
-                    },
-                    other => return Err(format!("expected a privilege, found {}", show(other))),
-                };
-                ops.push(op);
-                match c.next() {
-                    Some(Word::Comma) => continue,
-                    Some(Word::Name(n)) if n.eq_ignore_ascii_case("PRIVILEGES") => {
-                        c.keyword("ON")?;
-                        break;
-                    }
-                    Some(Word::Name(n)) if n.eq_ignore_ascii_case("ON") => break,
-                    other => return Err(format!("expected ON, found {}", show(other))),
-                }
-            }
-            let mut table = match c.next() {
-                Some(Word::Name(n)) => n,
-                other => return Err(format!("expected a table, found {}", show(other))),
-            };
-            if table.eq_ignore_ascii_case("TABLE") {
-                table = match c.next() {
-                    Some(Word::Name(n)) => n,
-                    other => return Err(format!("expected a table, found {}", show(other))),
-                };
-            }
-            c.keyword(if first == "GRANT" { "TO" } else { "FROM" })?;
-            let user = match c.next() {
-                Some(Word::Name(n)) => n,
-                other => return Err(format!("expected a user, found {}", show(other))),
-            };
-            if let Some(extra) = c.next() {
-                return Err(format!("unexpected {}", show(Some(extra))));
-            }
-            if first == "GRANT" {
-                Access::Grant { ops, table, user }
-            } else {
-                Access::Revoke { ops, table, user }
-            }
-        }
+        ("GRANT" | "REVOKE", _) => parse_grant(&first, w)?,
         _ => return Err(format!("unsupported statement {first} {second}")),
     };
     Ok(access)
+}
+
+/// CREATE USER or ALTER USER (`first`): `name WITH PASSWORD '...'`.
+fn parse_user_password(first: &str, rest: &[Word]) -> Result<Access, String> {
+    let [Word::Name(name), Word::Name(with), Word::Name(pw), Word::Text(password)] = rest else {
+        return Err(format!("expected {first} USER name WITH PASSWORD '...'"));
+    };
+    if !with.eq_ignore_ascii_case("WITH") || !pw.eq_ignore_ascii_case("PASSWORD") {
+        return Err(format!("expected {first} USER name WITH PASSWORD '...'"));
+    }
+    let (name, password) = (name.clone(), password.clone());
+    Ok(if first == "CREATE" {
+        Access::CreateUser { name, password }
+    } else {
+        Access::AlterUser { name, password }
+    })
+}
+
+/// GRANT or REVOKE (`first`): privileges, ON [TABLE] a table, TO or FROM a
+/// user.
+fn parse_grant(first: &str, w: &[Word]) -> Result<Access, String> {
+    let mut c = Cursor { w, at: 1 };
+    let mut ops = Vec::new();
+    loop {
+        let op = match c.next() {
+            Some(Word::Name(p)) => match p.to_ascii_uppercase().as_str() {
+                "SELECT" => Operation::Read,
+                "INSERT" => Operation::Write,
+                "ALL" => Operation::All,
+                other => return Err(format!("privilege {other} is not SELECT, INSERT or ALL")),
+            },
+            other => return Err(format!("expected a privilege, found {}", show(other))),
+        };
+        ops.push(op);
+        match c.next() {
+            Some(Word::Comma) => continue,
+            Some(Word::Name(n)) if n.eq_ignore_ascii_case("PRIVILEGES") => {
+                c.keyword("ON")?;
+                break;
+            }
+            Some(Word::Name(n)) if n.eq_ignore_ascii_case("ON") => break,
+            other => return Err(format!("expected ON, found {}", show(other))),
+        }
+    }
+    let mut table = match c.next() {
+        Some(Word::Name(n)) => n,
+        other => return Err(format!("expected a table, found {}", show(other))),
+    };
+    if table.eq_ignore_ascii_case("TABLE") {
+        table = match c.next() {
+            Some(Word::Name(n)) => n,
+            other => return Err(format!("expected a table, found {}", show(other))),
+        };
+    }
+    c.keyword(if first == "GRANT" { "TO" } else { "FROM" })?;
+    let user = match c.next() {
+        Some(Word::Name(n)) => n,
+        other => return Err(format!("expected a user, found {}", show(other))),
+    };
+    if let Some(extra) = c.next() {
+        return Err(format!("unexpected {}", show(Some(extra))));
+    }
+    Ok(if first == "GRANT" {
+        Access::Grant { ops, table, user }
+    } else {
+        Access::Revoke { ops, table, user }
+    })
 }
 
 /// The words of a statement, read in order.
@@ -302,11 +306,6 @@ pub async fn run(
             "{principal} may not manage users or grants (the admin role may)"
         )));
     }
-    let done = |r: Result<(), KafkaError>| match r {
-        Ok(()) => Ok(QueryResult::default()),
-        Err(e) if e.code == ErrorCode::InvalidRequest => Err(SqlError::Statement(e.message)),
-        Err(e) => Err(SqlError::Node(e.message)),
-    };
     match access {
         Access::CreateUser { name, password } | Access::AlterUser { name, password }
             if password.is_empty() =>
@@ -315,188 +314,254 @@ pub async fn run(
                 "the password of {name} is empty"
             )))
         }
-        Access::CreateUser { name, password } => {
-            if !shard.config.role_tokens.any() {
-                // Once a user exists sign-in is on, and only the admin role
-                // manages users: without its token no one could.
-                return Err(SqlError::Statement(
-                    "set an admin token (WEIR_ADMIN_TOKEN or --admin-token-file) before \
-                     creating users: once a user exists, only the admin role manages them"
-                        .into(),
-                ));
-            }
-            if crate::auth::Role::from_name(&name).is_some() {
-                return Err(SqlError::Statement(format!(
-                    "{name} is a role's name: pick another user name"
-                )));
-            }
-            // Hashing takes tens of milliseconds: not on the executor.
-            let user = glommio::executor()
-                .spawn_blocking(move || User::new(&name, &password))
-                .await;
-            done(
-                shard
-                    .change_access(move |cat| {
-                        if cat.users.contains_key(&user.name) {
-                            return Err(refused(format!("user {} already exists", user.name)));
-                        }
-                        cat.users.insert(user.name.clone(), user);
-                        Ok(())
-                    })
-                    .await,
-            )
-        }
-        Access::AlterUser { name, password } => {
-            let fresh = glommio::executor()
-                .spawn_blocking(move || User::new(&name, &password))
-                .await;
-            done(
-                shard
-                    .change_access(move |cat| match cat.users.get_mut(&fresh.name) {
-                        None => Err(refused(format!("no user {}", fresh.name))),
-                        Some(u) => {
-                            let tokens = std::mem::take(&mut u.tokens);
-                            *u = User { tokens, ..fresh };
-                            Ok(())
-                        }
-                    })
-                    .await,
-            )
-        }
-        Access::DropUser { name, if_exists } => done(
-            shard
-                .change_access(move |cat| {
-                    if cat.users.remove(&name).is_none() && !if_exists {
-                        return Err(refused(format!("no user {name}")));
-                    }
-                    let who = format!("User:{name}");
-                    cat.acls.retain(|a| a.principal != who);
-                    Ok(())
-                })
-                .await,
-        ),
-        Access::ShowUsers => {
-            let cat = shard.catalog();
-            Ok(QueryResult {
-                columns: vec!["name".into(), "tokens".into()],
-                rows: cat
-                    .users
-                    .values()
-                    .map(|u| vec![Value::from(u.name.clone()), Value::from(u.tokens.len())])
-                    .collect(),
-            })
-        }
-        Access::CreateToken { user } => {
-            let token = new_token();
-            let hash = token_hash(&token);
-            shard
-                .change_access(move |cat| match cat.users.get_mut(&user) {
-                    None => Err(refused(format!("no user {user}"))),
-                    Some(u) => {
-                        u.tokens.push(hash);
-                        Ok(())
-                    }
-                })
-                .await
-                .map_err(|e| match e.code {
-                    ErrorCode::InvalidRequest => SqlError::Statement(e.message),
-                    _ => SqlError::Node(e.message),
-                })?;
-            Ok(QueryResult {
-                columns: vec!["token".into()],
-                rows: vec![vec![Value::from(token)]],
-            })
-        }
-        Access::DropToken { token } => {
-            let hash = token_hash(&token);
-            done(
-                shard
-                    .change_access(move |cat| {
-                        let mut found = false;
-                        for u in cat.users.values_mut() {
-                            let before = u.tokens.len();
-                            u.tokens.retain(|t| *t != hash);
-                            found |= u.tokens.len() != before;
-                        }
-                        match found {
-                            true => Ok(()),
-                            false => Err(refused("no user has this token".into())),
-                        }
-                    })
-                    .await,
-            )
-        }
+        Access::CreateUser { name, password } => create_user(shard, name, password).await,
+        Access::AlterUser { name, password } => alter_user(shard, name, password).await,
+        Access::DropUser { name, if_exists } => drop_user(shard, name, if_exists).await,
+        Access::ShowUsers => show_users(shard),
+        Access::CreateToken { user } => create_token(shard, user).await,
+        Access::DropToken { token } => drop_token(shard, token).await,
         Access::Grant { ops, table, user } | Access::Revoke { ops, table, user }
             if ops.is_empty() || table.is_empty() || user.is_empty() =>
         {
             Err(SqlError::Statement("an empty grant".into()))
         }
-        Access::Grant { ops, table, user } => done(
-            shard
-                .change_access(move |cat| {
-                    if !cat.users.contains_key(&user) {
-                        return Err(refused(format!("no user {user}")));
-                    }
-                    if !cat.topics.contains_key(&table) {
-                        return Err(refused(format!("no table {table}")));
-                    }
-                    for op in ops {
-                        let acl = grant_acl(op, &table, &user);
-                        if !cat.acls.contains(&acl) {
-                            cat.acls.push(acl);
-                        }
-                    }
-                    Ok(())
-                })
-                .await,
-        ),
-        Access::Revoke { ops, table, user } => done(
-            shard
-                .change_access(move |cat| {
-                    let gone: Vec<Acl> =
-                        ops.iter().map(|op| grant_acl(*op, &table, &user)).collect();
-                    cat.acls.retain(|a| !gone.contains(a));
-                    Ok(())
-                })
-                .await,
-        ),
-        Access::ShowGrants { user } => {
-            let cat = shard.catalog();
-            let who = user.map(|u| format!("User:{u}"));
-            let rows = cat
-                .acls
-                .iter()
-                .filter(|a| who.as_ref().is_none_or(|w| a.principal == *w))
-                .map(|a| {
-                    let user = a.principal.strip_prefix("User:").unwrap_or(&a.principal);
-                    vec![
-                        Value::from(user),
-                        Value::from(format!("{:?}", a.resource).to_lowercase()),
-                        Value::from(a.name.clone()),
-                        Value::from(format!("{:?}", a.pattern).to_lowercase()),
-                        Value::from(match a.resource {
-                            ResourceType::Topic => privilege(a.operation).to_string(),
-                            _ => format!("{:?}", a.operation).to_uppercase(),
-                        }),
-                        Value::from(format!("{:?}", a.permission).to_lowercase()),
-                    ]
-                })
-                .collect();
-            Ok(QueryResult {
-                columns: [
-                    "user",
-                    "resource",
-                    "name",
-                    "pattern",
-                    "privilege",
-                    "permission",
-                ]
-                .map(String::from)
-                .to_vec(),
-                rows,
-            })
-        }
+        Access::Grant { ops, table, user } => grant(shard, ops, table, user).await,
+        Access::Revoke { ops, table, user } => revoke(shard, ops, table, user).await,
+        Access::ShowGrants { user } => show_grants(shard, user),
     }
+}
+
+/// The answer to a statement that changes the catalog: nothing, or why
+/// not (the statement's fault, or the node's).
+fn done(r: Result<(), KafkaError>) -> Result<QueryResult, SqlError> {
+    match r {
+        Ok(()) => Ok(QueryResult::default()),
+        Err(e) if e.code == ErrorCode::InvalidRequest => Err(SqlError::Statement(e.message)),
+        Err(e) => Err(SqlError::Node(e.message)),
+    }
+}
+
+/// CREATE USER: only with an admin token set, and not a role's name.
+async fn create_user(
+    shard: &Rc<Shard>,
+    name: String,
+    password: String,
+) -> Result<QueryResult, SqlError> {
+    if !shard.config.role_tokens.any() {
+        // Once a user exists sign-in is on, and only the admin role
+        // manages users: without its token no one could.
+        return Err(SqlError::Statement(
+            "set an admin token (WEIR_ADMIN_TOKEN or --admin-token-file) before \
+             creating users: once a user exists, only the admin role manages them"
+                .into(),
+        ));
+    }
+    if crate::auth::Role::from_name(&name).is_some() {
+        return Err(SqlError::Statement(format!(
+            "{name} is a role's name: pick another user name"
+        )));
+    }
+    // Hashing takes tens of milliseconds: not on the executor.
+    let user = glommio::executor()
+        .spawn_blocking(move || User::new(&name, &password))
+        .await;
+    done(
+        shard
+            .change_access(move |cat| {
+                if cat.users.contains_key(&user.name) {
+                    return Err(refused(format!("user {} already exists", user.name)));
+                }
+                cat.users.insert(user.name.clone(), user);
+                Ok(())
+            })
+            .await,
+    )
+}
+
+/// ALTER USER: a new password; the user's tokens kept.
+async fn alter_user(
+    shard: &Rc<Shard>,
+    name: String,
+    password: String,
+) -> Result<QueryResult, SqlError> {
+    let fresh = glommio::executor()
+        .spawn_blocking(move || User::new(&name, &password))
+        .await;
+    done(
+        shard
+            .change_access(move |cat| match cat.users.get_mut(&fresh.name) {
+                None => Err(refused(format!("no user {}", fresh.name))),
+                Some(u) => {
+                    let tokens = std::mem::take(&mut u.tokens);
+                    *u = User { tokens, ..fresh };
+                    Ok(())
+                }
+            })
+            .await,
+    )
+}
+
+/// DROP USER: the user and its grants.
+async fn drop_user(
+    shard: &Rc<Shard>,
+    name: String,
+    if_exists: bool,
+) -> Result<QueryResult, SqlError> {
+    done(
+        shard
+            .change_access(move |cat| {
+                if cat.users.remove(&name).is_none() && !if_exists {
+                    return Err(refused(format!("no user {name}")));
+                }
+                let who = format!("User:{name}");
+                cat.acls.retain(|a| a.principal != who);
+                Ok(())
+            })
+            .await,
+    )
+}
+
+/// SHOW USERS: each user and how many tokens it has.
+fn show_users(shard: &Rc<Shard>) -> Result<QueryResult, SqlError> {
+    let cat = shard.catalog();
+    Ok(QueryResult {
+        columns: vec!["name".into(), "tokens".into()],
+        rows: cat
+            .users
+            .values()
+            .map(|u| vec![Value::from(u.name.clone()), Value::from(u.tokens.len())])
+            .collect(),
+    })
+}
+
+/// CREATE TOKEN: a new token for the user, shown once (only its hash is
+/// kept).
+async fn create_token(shard: &Rc<Shard>, user: String) -> Result<QueryResult, SqlError> {
+    let token = new_token();
+    let hash = token_hash(&token);
+    shard
+        .change_access(move |cat| match cat.users.get_mut(&user) {
+            None => Err(refused(format!("no user {user}"))),
+            Some(u) => {
+                u.tokens.push(hash);
+                Ok(())
+            }
+        })
+        .await
+        .map_err(|e| match e.code {
+            ErrorCode::InvalidRequest => SqlError::Statement(e.message),
+            _ => SqlError::Node(e.message),
+        })?;
+    Ok(QueryResult {
+        columns: vec!["token".into()],
+        rows: vec![vec![Value::from(token)]],
+    })
+}
+
+/// DROP TOKEN: whichever user has it.
+async fn drop_token(shard: &Rc<Shard>, token: String) -> Result<QueryResult, SqlError> {
+    let hash = token_hash(&token);
+    done(
+        shard
+            .change_access(move |cat| {
+                let mut found = false;
+                for u in cat.users.values_mut() {
+                    let before = u.tokens.len();
+                    u.tokens.retain(|t| *t != hash);
+                    found |= u.tokens.len() != before;
+                }
+                match found {
+                    true => Ok(()),
+                    false => Err(refused("no user has this token".into())),
+                }
+            })
+            .await,
+    )
+}
+
+/// GRANT: an ACL per privilege, to a user that exists on a table that
+/// exists.
+async fn grant(
+    shard: &Rc<Shard>,
+    ops: Vec<Operation>,
+    table: String,
+    user: String,
+) -> Result<QueryResult, SqlError> {
+    done(
+        shard
+            .change_access(move |cat| {
+                if !cat.users.contains_key(&user) {
+                    return Err(refused(format!("no user {user}")));
+                }
+                if !cat.topics.contains_key(&table) {
+                    return Err(refused(format!("no table {table}")));
+                }
+                for op in ops {
+                    let acl = grant_acl(op, &table, &user);
+                    if !cat.acls.contains(&acl) {
+                        cat.acls.push(acl);
+                    }
+                }
+                Ok(())
+            })
+            .await,
+    )
+}
+
+/// REVOKE: those ACLs, where they are.
+async fn revoke(
+    shard: &Rc<Shard>,
+    ops: Vec<Operation>,
+    table: String,
+    user: String,
+) -> Result<QueryResult, SqlError> {
+    done(
+        shard
+            .change_access(move |cat| {
+                let gone: Vec<Acl> = ops.iter().map(|op| grant_acl(*op, &table, &user)).collect();
+                cat.acls.retain(|a| !gone.contains(a));
+                Ok(())
+            })
+            .await,
+    )
+}
+
+/// SHOW GRANTS: every ACL, or a user's.
+fn show_grants(shard: &Rc<Shard>, user: Option<String>) -> Result<QueryResult, SqlError> {
+    let cat = shard.catalog();
+    let who = user.map(|u| format!("User:{u}"));
+    let rows = cat
+        .acls
+        .iter()
+        .filter(|a| who.as_ref().is_none_or(|w| a.principal == *w))
+        .map(|a| {
+            let user = a.principal.strip_prefix("User:").unwrap_or(&a.principal);
+            vec![
+                Value::from(user),
+                Value::from(format!("{:?}", a.resource).to_lowercase()),
+                Value::from(a.name.clone()),
+                Value::from(format!("{:?}", a.pattern).to_lowercase()),
+                Value::from(match a.resource {
+                    ResourceType::Topic => privilege(a.operation).to_string(),
+                    _ => format!("{:?}", a.operation).to_uppercase(),
+                }),
+                Value::from(format!("{:?}", a.permission).to_lowercase()),
+            ]
+        })
+        .collect();
+    Ok(QueryResult {
+        columns: [
+            "user",
+            "resource",
+            "name",
+            "pattern",
+            "privilege",
+            "permission",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
 }
 
 #[cfg(test)]

@@ -124,93 +124,110 @@ impl SystemTable {
                 name,
             )
         };
-        let node = |e: crate::error::KafkaError| SqlError::Node(e.message);
         match self {
-            SystemTable::Groups => {
-                let per_shard = (0..shard.nr_shards).map(|i| {
-                    shard.invoke_on(i, |s| async move {
-                        s.groups
-                            .list()
-                            .into_iter()
-                            .map(|g| {
-                                let (protocol, members) = match s.groups.consumer_group(&g.group_id)
-                                {
-                                    Some(c) => (c.assignor().to_string(), c.members.len()),
-                                    None => {
-                                        let d = s.groups.describe(&g.group_id);
-                                        (d.protocol, d.members.len())
-                                    }
-                                };
-                                vec![
-                                    Value::from(g.group_id),
-                                    Value::from(g.kind),
-                                    Value::from(g.state),
-                                    Value::from(g.protocol_type),
-                                    Value::from(protocol),
-                                    Value::from(members),
-                                ]
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                });
-                let mut rows = Vec::new();
-                for part in futures::future::join_all(per_shard).await {
-                    rows.extend(part.map_err(node)?);
-                }
-                rows.retain(|r| may_describe(ResourceType::Group, r[0].as_str().unwrap_or("")));
-                rows.sort_by(|a, b| a[0].as_str().cmp(&b[0].as_str()));
-                Ok(rows)
-            }
-            SystemTable::GroupOffsets => {
-                let per_shard = (0..shard.nr_shards)
-                    .map(|i| shard.invoke_on(i, |s| async move { s.groups.committed_offsets() }));
-                let mut committed = Vec::new();
-                for part in futures::future::join_all(per_shard).await {
-                    committed.extend(part.map_err(node)?);
-                }
-                committed.retain(|(g, t, _, _)| {
-                    may_describe(ResourceType::Group, g) && may_describe(ResourceType::Topic, t)
-                });
-                committed.sort();
-                // The log end of every partition named, from its owner.
-                let tps: Vec<(String, i32)> = committed
-                    .iter()
-                    .map(|(_, t, p, _)| (t.clone(), *p))
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect();
-                let work = tps
-                    .iter()
-                    .enumerate()
-                    .map(|(at, (t, p))| PartitionWork {
-                        at,
-                        tp: TopicPartition::new(t.clone(), *p),
-                        arg: (),
-                    })
-                    .collect();
-                let ends: BTreeMap<(String, i32), i64> = shard
-                    .on_partitions(work, |_, p, ()| async move { Ok(p.log.high_watermark()) })
-                    .await
-                    .into_iter()
-                    // A partition gone since the commit (its topic deleted,
-                    // or shrunk) has no log end.
-                    .filter_map(|(at, end)| end.ok().map(|e| (tps[at].clone(), e)))
-                    .collect();
-                Ok(committed
-                    .into_iter()
-                    .map(|(g, t, p, offset)| {
-                        let end = ends.get(&(t.clone(), p)).copied();
-                        vec![
-                            Value::from(g),
-                            Value::from(t),
-                            Value::from(p),
-                            Value::from(offset),
-                            end.map_or(Value::Null, Value::from),
-                            end.map_or(Value::Null, |e| Value::from((e - offset).max(0))),
-                        ]
-                    })
-                    .collect())
-            }
+            SystemTable::Groups => group_rows(shard, &may_describe).await,
+            SystemTable::GroupOffsets => group_offset_rows(shard, &may_describe).await,
         }
     }
+}
+
+/// What a shard's answer failed with is the node's failure.
+fn node(e: crate::error::KafkaError) -> SqlError {
+    SqlError::Node(e.message)
+}
+
+/// `weir.groups`: every shard's groups (the new protocol's assignor and
+/// members, or the classic one's), those the caller may describe.
+async fn group_rows(
+    shard: &Rc<Shard>,
+    may_describe: &dyn Fn(ResourceType, &str) -> bool,
+) -> Result<Vec<Vec<Value>>, SqlError> {
+    let per_shard = (0..shard.nr_shards).map(|i| {
+        shard.invoke_on(i, |s| async move {
+            s.groups
+                .list()
+                .into_iter()
+                .map(|g| {
+                    let (protocol, members) = match s.groups.consumer_group(&g.group_id) {
+                        Some(c) => (c.assignor().to_string(), c.members.len()),
+                        None => {
+                            let d = s.groups.describe(&g.group_id);
+                            (d.protocol, d.members.len())
+                        }
+                    };
+                    vec![
+                        Value::from(g.group_id),
+                        Value::from(g.kind),
+                        Value::from(g.state),
+                        Value::from(g.protocol_type),
+                        Value::from(protocol),
+                        Value::from(members),
+                    ]
+                })
+                .collect::<Vec<_>>()
+        })
+    });
+    let mut rows = Vec::new();
+    for part in futures::future::join_all(per_shard).await {
+        rows.extend(part.map_err(node)?);
+    }
+    rows.retain(|r| may_describe(ResourceType::Group, r[0].as_str().unwrap_or("")));
+    rows.sort_by(|a, b| a[0].as_str().cmp(&b[0].as_str()));
+    Ok(rows)
+}
+
+/// `weir.group_offsets`: every shard's committed offsets the caller may
+/// describe (group and topic), each with its partition's log end and lag.
+async fn group_offset_rows(
+    shard: &Rc<Shard>,
+    may_describe: &dyn Fn(ResourceType, &str) -> bool,
+) -> Result<Vec<Vec<Value>>, SqlError> {
+    let per_shard = (0..shard.nr_shards)
+        .map(|i| shard.invoke_on(i, |s| async move { s.groups.committed_offsets() }));
+    let mut committed = Vec::new();
+    for part in futures::future::join_all(per_shard).await {
+        committed.extend(part.map_err(node)?);
+    }
+    committed.retain(|(g, t, _, _)| {
+        may_describe(ResourceType::Group, g) && may_describe(ResourceType::Topic, t)
+    });
+    committed.sort();
+    // The log end of every partition named, from its owner.
+    let tps: Vec<(String, i32)> = committed
+        .iter()
+        .map(|(_, t, p, _)| (t.clone(), *p))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let work = tps
+        .iter()
+        .enumerate()
+        .map(|(at, (t, p))| PartitionWork {
+            at,
+            tp: TopicPartition::new(t.clone(), *p),
+            arg: (),
+        })
+        .collect();
+    let ends: BTreeMap<(String, i32), i64> = shard
+        .on_partitions(work, |_, p, ()| async move { Ok(p.log.high_watermark()) })
+        .await
+        .into_iter()
+        // A partition gone since the commit (its topic deleted,
+        // or shrunk) has no log end.
+        .filter_map(|(at, end)| end.ok().map(|e| (tps[at].clone(), e)))
+        .collect();
+    Ok(committed
+        .into_iter()
+        .map(|(g, t, p, offset)| {
+            let end = ends.get(&(t.clone(), p)).copied();
+            vec![
+                Value::from(g),
+                Value::from(t),
+                Value::from(p),
+                Value::from(offset),
+                end.map_or(Value::Null, Value::from),
+                end.map_or(Value::Null, |e| Value::from((e - offset).max(0))),
+            ]
+        })
+        .collect())
 }

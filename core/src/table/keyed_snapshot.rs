@@ -445,42 +445,9 @@ pub async fn write<'a>(
         if chunk.is_empty() {
             break;
         }
-        let texts: Vec<Option<Vec<u8>>> = chunk
-            .iter()
-            .map(|w| match w.row {
-                RowSource::Values(Some(v)) => {
-                    Some(serde_json::to_vec(v).expect("JSON values encode"))
-                }
-                _ => None,
-            })
-            .collect();
-        let entries: Vec<EntryOut> = chunk
-            .iter()
-            .zip(&texts)
-            .map(|(w, text)| EntryOut {
-                key: w.key,
-                offset: w.offset,
-                timestamp: w.timestamp,
-                row: match w.row {
-                    RowSource::Text(t) => t,
-                    RowSource::Values(_) => text.as_deref(),
-                },
-                gone: w.gone,
-            })
-            .collect();
-        let first = hashes.len();
-        hashes.extend(
-            entries
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (key_hash(e.key), (first + i) as u32)),
-        );
-        let bytes = rkyv::to_bytes::<rancor::Error>(&Page { entries })
-            .map_err(|e| format!("encoding a page of {}: {e}", path.display()))?;
+        let bytes = encode_page(&chunk, &mut hashes, &path)?;
         pages.push((pos, bytes.len() as u64, crc32c::crc32c(&bytes)));
-        pos = write_aligned(&file, bytes.to_vec(), pos)
-            .await
-            .map_err(ctx)?;
+        pos = write_aligned(&file, bytes, pos).await.map_err(ctx)?;
         glommio::yield_if_needed().await;
     }
     hashes.sort_unstable();
@@ -501,12 +468,7 @@ pub async fn write<'a>(
     };
     let bytes = rkyv::to_bytes::<rancor::Error>(&trailer)
         .map_err(|e| format!("encoding the trailer of {}: {e}", path.display()))?;
-    let mut header = Vec::with_capacity(HEADER);
-    header.extend_from_slice(MAGIC);
-    header.extend_from_slice(&VERSION.to_le_bytes());
-    header.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
-    header.extend_from_slice(&pos.to_le_bytes());
-    header.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    let header = header(&bytes, pos);
     write_aligned(&file, bytes.to_vec(), pos)
         .await
         .map_err(ctx)?;
@@ -522,6 +484,59 @@ pub async fn write<'a>(
     }
     weir_storage::durable::sync_dir(dir).map_err(|e| e.to_string())?;
     Snapshot::open(&path, schema).map(|(snap, _)| snap)
+}
+
+/// One page of writes encoded (rows given as values become their JSON text
+/// here); each entry's key hash goes to `hashes` with its place among all
+/// the file's entries (for the index).
+fn encode_page(
+    chunk: &[Write],
+    hashes: &mut Vec<(u64, u32)>,
+    path: &Path,
+) -> Result<Vec<u8>, String> {
+    let texts: Vec<Option<Vec<u8>>> = chunk
+        .iter()
+        .map(|w| match w.row {
+            RowSource::Values(Some(v)) => Some(serde_json::to_vec(v).expect("JSON values encode")),
+            _ => None,
+        })
+        .collect();
+    let entries: Vec<EntryOut> = chunk
+        .iter()
+        .zip(&texts)
+        .map(|(w, text)| EntryOut {
+            key: w.key,
+            offset: w.offset,
+            timestamp: w.timestamp,
+            row: match w.row {
+                RowSource::Text(t) => t,
+                RowSource::Values(_) => text.as_deref(),
+            },
+            gone: w.gone,
+        })
+        .collect();
+    let first = hashes.len();
+    hashes.extend(
+        entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (key_hash(e.key), (first + i) as u32)),
+    );
+    let bytes = rkyv::to_bytes::<rancor::Error>(&Page { entries })
+        .map_err(|e| format!("encoding a page of {}: {e}", path.display()))?;
+    Ok(bytes.to_vec())
+}
+
+/// The file's header: the magic, the version, and the trailer's CRC-32C,
+/// place and length (`trailer` is its bytes, written at `pos`).
+fn header(trailer: &[u8], pos: u64) -> Vec<u8> {
+    let mut header = Vec::with_capacity(HEADER);
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&VERSION.to_le_bytes());
+    header.extend_from_slice(&crc32c::crc32c(trailer).to_le_bytes());
+    header.extend_from_slice(&pos.to_le_bytes());
+    header.extend_from_slice(&(trailer.len() as u64).to_le_bytes());
+    header
 }
 
 /// Writes `bytes` at `pos`; returns where the next archive starts.
