@@ -18,6 +18,12 @@ use crate::topic_partition::TopicPartition;
 
 use super::{Shard, CATALOG_SHARD};
 
+/// A topic and the partition count CreatePartitions grows it to.
+pub struct PartitionCount {
+    pub topic: String,
+    pub count: i32,
+}
+
 /// One topic of a CreateTopics request.
 #[derive(Debug, Clone)]
 pub struct NewTopic {
@@ -177,16 +183,16 @@ impl Shard {
         .await
     }
 
-    /// Grows topics to `count` partitions.
+    /// Grows each topic to its new partition count.
     pub async fn create_partitions(
         self: &Rc<Self>,
-        items: Vec<(String, i32)>,
+        items: Vec<PartitionCount>,
         validate_only: bool,
     ) -> Vec<Result<(), KafkaError>> {
         self.change_catalog(items.len(), move |s, cat| {
             let results: Vec<_> = items
                 .into_iter()
-                .map(|(name, count)| {
+                .map(|PartitionCount { topic: name, count }| {
                     let t = cat.topics.get_mut(&name).ok_or_else(|| {
                         KafkaError::new(ErrorCode::UnknownTopicOrPartition, format!("topic {name:?} does not exist"))
                     })?;

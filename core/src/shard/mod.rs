@@ -37,7 +37,7 @@ use crate::topic_partition::{TopicPartition, TopicPartitionRef};
 mod admin;
 mod routed;
 
-pub use admin::{ConfigChange, NewTopic};
+pub use admin::{ConfigChange, NewTopic, PartitionCount};
 pub use routed::{FetchPartition, OffsetQuery};
 
 /// Work sent to another shard: runs there with that shard's state.

@@ -24,7 +24,7 @@ use super::{Caller, QueryResult, SqlError};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::by_partition::PartitionWork;
 use crate::shard::Shard;
-use crate::topic_partition::TopicPartition;
+use crate::topic_partition::{TopicPartition, TopicPartitionRef};
 
 /// A table of the node's own state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,22 +193,22 @@ async fn group_offset_rows(
     });
     committed.sort();
     // The log end of every partition named, from its owner.
-    let tps: Vec<(String, i32)> = committed
+    let tps: Vec<TopicPartition> = committed
         .iter()
-        .map(|(_, t, p, _)| (t.clone(), *p))
+        .map(|(_, t, p, _)| TopicPartition::new(t.as_str(), *p))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
     let work = tps
         .iter()
         .enumerate()
-        .map(|(at, (t, p))| PartitionWork {
+        .map(|(at, tp)| PartitionWork {
             at,
-            tp: TopicPartition::new(t.clone(), *p),
+            tp: tp.clone(),
             arg: (),
         })
         .collect();
-    let ends: BTreeMap<(String, i32), i64> = shard
+    let ends: BTreeMap<TopicPartition, i64> = shard
         .on_partitions(work, |_, p, ()| async move { Ok(p.log.high_watermark()) })
         .await
         .into_iter()
@@ -219,7 +219,9 @@ async fn group_offset_rows(
     Ok(committed
         .into_iter()
         .map(|(g, t, p, offset)| {
-            let end = ends.get(&(t.clone(), p)).copied();
+            let end = ends
+                .get(&(t.as_str(), p) as &dyn TopicPartitionRef)
+                .copied();
             vec![
                 Value::from(g),
                 Value::from(t),

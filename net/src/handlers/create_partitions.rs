@@ -4,6 +4,7 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use weir_core::auth::acl::{Operation, ResourceType};
+use weir_core::shard::PartitionCount;
 
 use super::{denied_topic, error_parts, only_allowed, RequestContext};
 
@@ -17,12 +18,15 @@ pub async fn handle(cx: &RequestContext, req: CreatePartitionsRequest) -> Create
     let items = req
         .topics
         .into_iter()
-        .map(|t| (t.name.0.to_string(), t.count))
+        .map(|t| PartitionCount {
+            topic: t.name.0.to_string(),
+            count: t.count,
+        })
         .collect();
     let results = only_allowed(
         items,
-        |(t, _): &(String, i32)| caller.may(shard, Operation::Alter, ResourceType::Topic, t),
-        |(t, _)| Err(denied_topic(caller, "add partitions to", t)),
+        |p: &PartitionCount| caller.may(shard, Operation::Alter, ResourceType::Topic, &p.topic),
+        |p| Err(denied_topic(caller, "add partitions to", &p.topic)),
         |items| shard.create_partitions(items, req.validate_only),
     )
     .await;
