@@ -16,6 +16,22 @@ pub struct PartitionWork<A> {
     pub arg: A,
 }
 
+impl PartitionWork<()> {
+    /// The same work, with no argument, on each of `tps`, in order.
+    pub fn on_each<'a>(
+        tps: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Vec<PartitionWork<()>> {
+        tps.into_iter()
+            .enumerate()
+            .map(|(at, tp)| PartitionWork {
+                at,
+                tp: tp.clone(),
+                arg: (),
+            })
+            .collect()
+    }
+}
+
 impl<A> PartitionWork<A> {
     /// The same work with its argument made another.
     pub fn map<B>(self, f: impl FnOnce(A) -> B) -> PartitionWork<B> {

@@ -199,15 +199,7 @@ async fn group_offset_rows(
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    let work = tps
-        .iter()
-        .enumerate()
-        .map(|(at, tp)| PartitionWork {
-            at,
-            tp: tp.clone(),
-            arg: (),
-        })
-        .collect();
+    let work = PartitionWork::on_each(&tps);
     let ends: BTreeMap<TopicPartition, i64> = shard
         .on_partitions(work, |_, p, ()| async move { Ok(p.log.high_watermark()) })
         .await

@@ -243,16 +243,7 @@ impl Shard {
             Marker::Abort
         };
         let (pid, epoch) = (prepared.producer_id, prepared.producer_epoch);
-        let work = prepared
-            .partitions
-            .iter()
-            .enumerate()
-            .map(|(at, tp)| PartitionWork {
-                at,
-                tp: tp.clone(),
-                arg: (),
-            })
-            .collect();
+        let work = PartitionWork::on_each(&prepared.partitions);
         let written = self
             .on_partitions(work, move |s, p, ()| async move {
                 p.append_marker(marker, pid, epoch, 0, &s.cache)
