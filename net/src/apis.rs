@@ -177,7 +177,7 @@ mod tests {
                             produce_turn: std::cell::Cell::new(None),
                         },
                         version: max,
-                        client_id: "apis-test".into(),
+                        client_id: Some(crate::handlers::str("apis-test")),
                     };
                     outcomes.push(match dispatch(&cx, body).await.body {
                         None => Err(format!("{key:?}: no answer")),

@@ -444,11 +444,7 @@ async fn answer(
         shard,
         caller,
         version,
-        client_id: req
-            .header
-            .client_id
-            .map(|c| c.to_string())
-            .unwrap_or_default(),
+        client_id: req.header.client_id,
     };
     let reply = dispatch(&cx, req.body).await;
     // Answered: the connection's next produce may go, if the produce

@@ -24,7 +24,7 @@ pub async fn handle(
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
     let shard = &cx.shard;
-    let client_id = cx.client_id.clone();
+    let client_id = cx.client_id();
     let caller = &cx.caller;
     let refuse = |code: ErrorCode, message: String| {
         ConsumerGroupHeartbeatResponse::default()

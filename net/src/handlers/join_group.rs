@@ -14,7 +14,7 @@ pub const MAX: i16 = 9;
 pub async fn handle(cx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
     let shard = &cx.shard;
     let version = cx.version;
-    let client_id = cx.client_id.clone();
+    let client_id = cx.client_id();
     let client_host = cx.caller.host.to_string();
     let group = req.group_id.0.to_string();
     let join = JoinRequest {

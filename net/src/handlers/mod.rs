@@ -107,8 +107,19 @@ pub struct RequestContext {
     pub shard: Rc<Shard>,
     pub caller: Caller,
     pub version: i16,
-    /// The request header's client id ("" when none).
-    pub client_id: String,
+    /// The request header's client id, as decoded (shared, not copied:
+    /// most handlers never read it).
+    pub client_id: Option<StrBytes>,
+}
+
+impl RequestContext {
+    /// The client id as text ("" when none).
+    pub fn client_id(&self) -> String {
+        self.client_id
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_default()
+    }
 }
 
 /// Who sent a request: the connection's principal and address.
