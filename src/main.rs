@@ -80,6 +80,45 @@ struct ServeArgs {
     /// the node is one broker and requests hop between shards inside.
     #[arg(env = "WEIR_SHARD_PORTS", long, value_name = "BASE")]
     shard_ports: Option<u16>,
+    /// The CPUs shards are pinned to, in order (`0,2-3`), or `none`
+    /// (unpinned: several nodes sharing a machine's CPUs). Default: shard
+    /// i on CPU i.
+    #[arg(env = "WEIR_CPUS", long, value_name = "LIST|none")]
+    cpus: Option<String>,
+    /// This node's id: the broker id clients see, and its id in a cluster
+    /// (needed with --voters or --join).
+    #[arg(env = "WEIR_NODE_ID", long)]
+    node_id: Option<i32>,
+    /// The cluster's metadata quorum: every voter's id and peer address
+    /// (`1@10.0.0.1:9093,2@10.0.0.2:9093,...`). Without it or --join the
+    /// node is a single node.
+    #[arg(
+        env = "WEIR_VOTERS",
+        long,
+        value_name = "ID@HOST:PORT,...",
+        conflicts_with = "join"
+    )]
+    voters: Option<String>,
+    /// Join a cluster through a node's peer address, as a node that is
+    /// not a voter (it follows the metadata quorum).
+    #[arg(
+        env = "WEIR_JOIN",
+        long,
+        value_name = "HOST:PORT",
+        requires = "peer_addr"
+    )]
+    join: Option<String>,
+    /// Where this node listens for the other nodes of its cluster
+    /// (metadata, forwarded calls). Default: its own entry in --voters.
+    #[arg(env = "WEIR_PEER_ADDR", long, value_name = "HOST:PORT")]
+    peer_addr: Option<String>,
+    /// This node's rack (clients see it in Metadata).
+    #[arg(env = "WEIR_RACK", long)]
+    rack: Option<String>,
+    /// A node of a cluster not heard by the controller for this long is
+    /// fenced: Metadata stops naming it (Kafka's broker.session.timeout.ms).
+    #[arg(env = "WEIR_NODE_SESSION_TIMEOUT_MS", long, default_value_t = 6_000)]
+    node_session_timeout_ms: u64,
     /// Create a topic the first time a client asks for it in Metadata.
     #[arg(env = "WEIR_AUTO_CREATE_TOPICS", long)]
     auto_create_topics: bool,
@@ -267,6 +306,7 @@ fn resolve(what: &str, addr: &str) -> Result<SocketAddr, String> {
 fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     let kafka = resolve("--kafka", &args.kafka)?;
     let http = resolve("--addr", &args.addr)?;
+    let cluster = cluster_config(&args)?;
     let mut cfg = NodeConfig::new(args.data_dir, kafka, http);
     let (host, port) = match &args.kafka_advertise {
         Some(a) => {
@@ -310,6 +350,18 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
         }
         cfg.shard_port_base = Some(base);
     }
+    if let Some(cpus) = &args.cpus {
+        cfg.cpus = weir_core::config::Cpus::parse(cpus)?;
+    }
+    if let Some(id) = args.node_id {
+        cfg.node_id = id;
+    }
+    cfg.cluster = cluster;
+    if cfg.cluster.is_some() && cfg.shard_port_base.is_some() {
+        return Err(
+            "--shard-ports is for a single node: in a cluster each node is one broker".into(),
+        );
+    }
     cfg.flushes_in_flight = args.flushes_in_flight.max(1);
     cfg.auto_create_topics = args.auto_create_topics;
     cfg.default_partitions = args.default_partitions.max(1);
@@ -340,6 +392,53 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
         (Role::Reader, args.reader_token_file.as_deref()),
     ])?;
     Ok(cfg)
+}
+
+/// The node's place in a cluster from --node-id, --voters, --join,
+/// --peer-addr and --rack; `None` for a single node.
+fn cluster_config(args: &ServeArgs) -> Result<Option<weir_core::cluster::ClusterConfig>, String> {
+    if args.voters.is_none() && args.join.is_none() {
+        return Ok(None);
+    }
+    let id = args
+        .node_id
+        .ok_or("--voters and --join need --node-id (this node's id in the cluster)")?;
+    if id < 0 {
+        return Err(format!("--node-id {id}: a node id is 0 or more"));
+    }
+    let mut voters = std::collections::BTreeMap::new();
+    for v in args.voters.iter().flat_map(|v| v.split(',')).map(str::trim) {
+        let (vid, addr) = v
+            .split_once('@')
+            .ok_or_else(|| format!("--voters: {v:?} is not ID@HOST:PORT"))?;
+        let vid: u64 = vid
+            .parse()
+            .map_err(|_| format!("--voters: {vid:?} in {v:?} is not a node id"))?;
+        if voters.insert(vid, addr.to_string()).is_some() {
+            return Err(format!("--voters names node {vid} twice"));
+        }
+    }
+    let own = voters.get(&(id as u64)).cloned();
+    if args.voters.is_some() && own.is_none() && args.peer_addr.is_none() {
+        return Err(format!(
+            "--node-id {id} is not among --voters: a voter lists itself (or use --join with --peer-addr)"
+        ));
+    }
+    let peer = args
+        .peer_addr
+        .clone()
+        .or(own)
+        .ok_or("--peer-addr is needed: where this node listens for the others")?;
+    let peer_addr = resolve("--peer-addr", &peer)?;
+    Ok(Some(weir_core::cluster::ClusterConfig {
+        node_id: id,
+        voters,
+        join: args.join.clone(),
+        peer_addr,
+        peer_advertised: peer,
+        rack: args.rack.clone(),
+        session_timeout: Duration::from_millis(args.node_session_timeout_ms.max(500)),
+    }))
 }
 
 /// How long a clean stop may take before the process exits anyway.

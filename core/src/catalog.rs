@@ -292,8 +292,12 @@ pub struct TopicMeta {
     pub name: String,
     /// The topic id (Fetch v13+ and Metadata v10+ carry it).
     pub id: [u8; 16],
-    /// `shards[p]` owns partition `p`.
+    /// `shards[p]` owns partition `p` (a shard of the node leading it).
     pub shards: Vec<usize>,
+    /// In a cluster, `nodes[p]` leads partition `p`; empty on a single
+    /// node, which leads every partition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<i32>,
     pub config: TopicConfig,
     /// A typed table's schema (CREATE TABLE); `None`: a raw topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,6 +307,14 @@ pub struct TopicMeta {
 impl TopicMeta {
     pub fn partitions(&self) -> i32 {
         self.shards.len() as i32
+    }
+
+    /// Where partition `p` lives: the node leading it (`None` on a single
+    /// node) and that node's shard; `None` if there is no such partition.
+    pub fn place(&self, p: i32) -> Option<(Option<i32>, usize)> {
+        let i = usize::try_from(p).ok()?;
+        let shard = *self.shards.get(i)?;
+        Some((self.nodes.get(i).copied(), shard))
     }
 
     /// Where the partition's log lives, relative to the data directory.
@@ -340,6 +352,47 @@ pub struct Catalog {
     /// Kafka ACLs, SQL grants among them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub acls: Vec<crate::auth::acl::Acl>,
+    /// A cluster's nodes (`cluster`), by id; empty on a single node.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nodes: BTreeMap<i32, ClusterNode>,
+    /// The `version` of the last change to topics, users or ACLs: a
+    /// cluster applies a change only to the catalog it was made on.
+    #[serde(default)]
+    pub admin_version: u64,
+    /// A cluster's next producer id not yet given to a node.
+    #[serde(default)]
+    pub next_producer_id: i64,
+    /// In a cluster, the node coordinating each group slot: a group or
+    /// transactional id belongs to slot `stable_hash(key) % len`. Dealt
+    /// over the live nodes when first asked for (as Kafka makes its
+    /// `__consumer_offsets` partitions), or all to the node whose single
+    /// node catalog seeded the cluster (its groups' offsets are there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub group_nodes: Vec<i32>,
+}
+
+/// Group slots of a cluster (Kafka's `offsets.topic.num.partitions`).
+pub const GROUP_SLOTS: usize = 50;
+
+/// One node of a cluster, as it registered with the controller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterNode {
+    pub id: i32,
+    /// Where Kafka clients reach it.
+    pub kafka_host: String,
+    pub kafka_port: u16,
+    /// Its HTTP address (`/sql`, the registry).
+    pub http: String,
+    /// Where the other nodes reach it.
+    pub peer: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
+    /// Its shard count: a partition placed there goes to one of them.
+    pub shards: usize,
+    /// Silent past its session timeout: not named in Metadata, given no
+    /// new partitions.
+    #[serde(default)]
+    pub fenced: bool,
 }
 
 impl Catalog {
@@ -351,12 +404,21 @@ impl Catalog {
         self.topics.values().find(|t| &t.id == id)
     }
 
-    /// The shard owning a partition, if the partition exists.
+    /// The shard owning a partition, if the partition exists (on this
+    /// node's shards or another node's: see `place`).
     pub fn shard_for(&self, topic: &str, partition: i32) -> Option<usize> {
-        let t = self.topics.get(topic)?;
-        usize::try_from(partition)
-            .ok()
-            .and_then(|p| t.shards.get(p).copied())
+        Some(self.topics.get(topic)?.place(partition)?.1)
+    }
+
+    /// Where a partition lives, if it exists: its node (`None` on a
+    /// single node) and shard.
+    pub fn place(&self, topic: &str, partition: i32) -> Option<(Option<i32>, usize)> {
+        self.topics.get(topic)?.place(partition)
+    }
+
+    /// The nodes that take new partitions: registered and not fenced.
+    pub fn live_nodes(&self) -> impl Iterator<Item = &ClusterNode> {
+        self.nodes.values().filter(|n| !n.fenced)
     }
 
     /// Loads the catalog, or makes a new one. Placements recorded for more

@@ -86,6 +86,64 @@ pub struct NodeConfig {
     pub groups: crate::groups::group::GroupConfig,
     /// The role tokens (`auth`); none set and no user: sign-in is off.
     pub role_tokens: crate::auth::RoleTokens,
+    /// The CPUs shards run on.
+    pub cpus: Cpus,
+    /// This node's place in a cluster; `None`: a single node.
+    pub cluster: Option<crate::cluster::ClusterConfig>,
+}
+
+/// Where shards run (`--cpus`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cpus {
+    /// Shard `i` pinned to CPU `i` (modulo the CPUs there are).
+    EachShardItsOwn,
+    /// Shard `i` pinned to the `i`-th CPU listed (modulo the list).
+    List(Vec<usize>),
+    /// Not pinned: the kernel places them (several nodes sharing CPUs).
+    Unpinned,
+}
+
+impl Cpus {
+    /// Parses `--cpus`: `none`, or CPU numbers and ranges (`0,2-3`).
+    pub fn parse(s: &str) -> Result<Cpus, String> {
+        if s.trim() == "none" {
+            return Ok(Cpus::Unpinned);
+        }
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim) {
+            let bad = || {
+                format!(
+                    "--cpus {s:?}: {part:?} is not a CPU number or range (say `none` for unpinned)"
+                )
+            };
+            match part.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b): (usize, usize) =
+                        (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                    if a > b {
+                        return Err(bad());
+                    }
+                    out.extend(a..=b);
+                }
+                None => out.push(part.parse().map_err(|_| bad())?),
+            }
+        }
+        Ok(Cpus::List(out))
+    }
+
+    /// Where shard `id` runs.
+    pub fn placement(&self, id: usize) -> glommio::Placement {
+        match self {
+            Cpus::EachShardItsOwn => {
+                let n = std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1);
+                glommio::Placement::Fixed(id % n)
+            }
+            Cpus::List(l) => glommio::Placement::Fixed(l[id % l.len()]),
+            Cpus::Unpinned => glommio::Placement::Unbound,
+        }
+    }
 }
 
 /// One broker as clients see it: a node id and where to connect.
@@ -94,9 +152,25 @@ pub struct Broker {
     pub id: i32,
     pub host: String,
     pub port: u16,
+    pub rack: Option<String>,
 }
 
 impl NodeConfig {
+    /// How this node registers with its cluster.
+    pub fn cluster_node(&self) -> crate::catalog::ClusterNode {
+        let c = self.cluster.as_ref();
+        crate::catalog::ClusterNode {
+            id: self.node_id,
+            kafka_host: self.advertised_host.clone(),
+            kafka_port: self.advertised_port,
+            http: self.http_addr.to_string(),
+            peer: c.map(|c| c.peer_advertised.clone()).unwrap_or_default(),
+            rack: c.and_then(|c| c.rack.clone()),
+            shards: self.shards,
+            fenced: false,
+        }
+    }
+
     /// Every broker clients see: this node, or each shard with
     /// `shard_port_base`.
     pub fn brokers(&self) -> Vec<Broker> {
@@ -113,11 +187,13 @@ impl NodeConfig {
                 id: self.node_id,
                 host: self.advertised_host.clone(),
                 port: self.advertised_port,
+                rack: None,
             },
             Some(base) => Broker {
                 id: shard as i32,
                 host: self.advertised_host.clone(),
                 port: base + shard as u16,
+                rack: None,
             },
         }
     }
@@ -163,6 +239,8 @@ impl NodeConfig {
             spin_before_park: Duration::ZERO,
             groups: Default::default(),
             role_tokens: Default::default(),
+            cpus: Cpus::EachShardItsOwn,
+            cluster: None,
         }
     }
 }

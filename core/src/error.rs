@@ -16,6 +16,7 @@ pub enum ErrorCode {
     MessageTooLarge = 10,
     OffsetMetadataTooLarge = 12,
     CoordinatorNotAvailable = 15,
+    NotCoordinator = 16,
     InvalidTopicException = 17,
     RecordListTooLarge = 18,
     InvalidRequiredAcks = 21,
@@ -37,6 +38,7 @@ pub enum ErrorCode {
     InvalidReplicationFactor = 38,
     InvalidReplicaAssignment = 39,
     InvalidConfig = 40,
+    NotController = 41,
     InvalidRequest = 42,
     UnsupportedForMessageFormat = 43,
     PolicyViolation = 44,
@@ -97,6 +99,14 @@ impl KafkaError {
             record_index: None,
             detail: None,
         }
+    }
+
+    /// A partition another node of the cluster leads.
+    pub fn not_leader(topic: &str, partition: i32, leader: i32) -> KafkaError {
+        KafkaError::new(
+            ErrorCode::NotLeaderOrFollower,
+            format!("node {leader} leads partition {partition} of topic {topic:?}, not this node"),
+        )
     }
 
     pub fn unknown_partition(topic: &str, partition: i32) -> KafkaError {

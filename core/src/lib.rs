@@ -26,6 +26,7 @@ pub mod by_partition;
 pub mod cache;
 pub mod catalog;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod counters;
 pub use weir_storage::crash_point;

@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// Ids reserved per write of the block file.
-const BLOCK: i64 = 1000;
+/// Ids reserved per write of the block file (or per block a cluster's
+/// metadata quorum gives).
+pub const BLOCK: i64 = 1000;
 
 /// Lives on the catalog shard.
 #[derive(Debug)]
@@ -32,6 +33,27 @@ impl ProducerIds {
             next: end,
             block_end: end,
         })
+    }
+
+    /// The end of the last block recorded here: no id below it may be
+    /// given again (a single node's data directory seeding a cluster).
+    pub fn recorded_end(&self) -> i64 {
+        self.block_end
+    }
+
+    /// In a cluster: the next id of the block the quorum gave, if any is
+    /// left.
+    pub fn take(&mut self) -> Option<i64> {
+        (self.next < self.block_end).then(|| {
+            self.next += 1;
+            self.next - 1
+        })
+    }
+
+    /// In a cluster: the block `start..start + BLOCK` the quorum gave.
+    pub fn set_block(&mut self, start: i64) {
+        self.next = start;
+        self.block_end = start + BLOCK;
     }
 
     /// The next unused producer id.

@@ -290,6 +290,7 @@ mod tests {
                 name: "orders".into(),
                 id: [7; 16],
                 shards: vec![0],
+                nodes: vec![],
                 config: Default::default(),
                 schema: None,
             },

@@ -13,6 +13,7 @@ pub(crate) fn catalog() -> Catalog {
             name: "t".into(),
             id: [1; 16],
             shards: vec![0; 4],
+            nodes: vec![],
             config: Default::default(),
             schema: None,
         },

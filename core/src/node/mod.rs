@@ -44,6 +44,8 @@ struct Launch {
     /// Each shard says here that it is ready, or why it cannot start.
     ready: Sender<Result<usize, String>>,
     hearts: Arc<Hearts>,
+    /// The cluster's control plane; `None` on a single node.
+    cluster: Option<crate::cluster::Control>,
 }
 
 /// Starts `config.shards` executors, pinned one per core, each opening the
@@ -66,6 +68,15 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
     })?;
     let lock = lock_data_dir(&config.data_dir)?;
     let catalog = Arc::new(Catalog::load_or_create(&config.data_dir, config.shards)?);
+    let cluster = match &config.cluster {
+        Some(c) => Some(crate::cluster::start(
+            c.clone(),
+            config.cluster_node(),
+            catalog.clone(),
+            &config.data_dir,
+        )?),
+        None => None,
+    };
     let (ready, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
     crate::watchdog::install()?;
     let hearts = Hearts::new(config.shards);
@@ -81,14 +92,12 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
         serve,
         ready,
         hearts: hearts.clone(),
+        cluster,
     };
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
     let mut handles = Vec::new();
     for id in 0..launch.config.shards {
         let shard = launch.clone();
-        let builder = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(id % cpus))
+        let builder = glommio::LocalExecutorBuilder::new(launch.config.cpus.placement(id))
             .name(&format!("weir-shard-{id}"))
             .spin_before_park(shard.config.spin_before_park);
         let handle = builder.spawn(move || run::run(id, shard)).map_err(|e| {

@@ -103,14 +103,40 @@ async fn open(id: usize, launch: &Launch) -> Result<(Rc<Shard>, Vec<Task<()>>), 
         hearts: launch.hearts.clone(),
         groups,
         producer_ids,
+        cluster: launch.cluster.clone(),
     }));
     crate::registry::install(&shard);
+    if id == CATALOG_SHARD {
+        install_cluster_catalogs(&shard);
+    }
     let mesh_tasks = run_jobs(&shard, receivers);
     shard
         .open_owned_partitions(&launch.catalog)
         .await
         .map_err(|e| format!("shard {id}: opening partitions: {e}"))?;
     Ok((shard, mesh_tasks))
+}
+
+/// In a cluster, installs on every shard each catalog the metadata quorum
+/// applies on this node (the catalog shard's task, for the node's life).
+fn install_cluster_catalogs(shard: &Rc<Shard>) {
+    let Some(control) = shard.cluster.clone() else {
+        return;
+    };
+    let shard = shard.clone();
+    glommio::spawn_local(async move {
+        let mut catalogs = control.catalogs();
+        loop {
+            let cat = catalogs.borrow_and_update().clone();
+            if let Err(e) = shard.install_newer(cat).await {
+                log::error!("installing the cluster's catalog: {e}");
+            }
+            if catalogs.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .detach();
 }
 
 /// Runs each job another shard sends this one, as a task of its own.

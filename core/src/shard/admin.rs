@@ -62,10 +62,21 @@ impl Shard {
     {
         self.invoke_on(CATALOG_SHARD, move |s| async move {
             let _lock = s.catalog_lock.acquire_permit(1).await.expect("open");
+            // In a cluster, the change is made on the newest catalog the
+            // quorum applied here.
+            if let Some(control) = &s.cluster {
+                if let Err(e) = s.install_newer(control.latest()).await {
+                    return vec![Err(e); items];
+                }
+            }
             let mut cat = (*s.catalog()).clone();
             let (results, changed) = change(&s, &mut cat);
             if changed {
-                if let Err(e) = s.commit_catalog(cat).await {
+                let committed = match s.cluster.clone() {
+                    None => s.commit_catalog(cat).await,
+                    Some(control) => s.commit_to_cluster(&control, cat).await,
+                };
+                if let Err(e) = committed {
                     return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
                 }
             }
@@ -134,14 +145,21 @@ impl Shard {
                 format!("{partitions} partitions: a topic has 1 to {MAX_PARTITIONS}"),
             ));
         }
+        let live = match self.cluster.is_some() {
+            true => cat.live_nodes().count(),
+            false => 1,
+        };
         if t.replication_factor != -1 && t.replication_factor != 1 {
-            return Err(KafkaError::new(
-                ErrorCode::InvalidReplicationFactor,
-                format!(
-                    "replication factor {} is larger than the 1 node available",
-                    t.replication_factor
+            let why = match t.replication_factor {
+                f if f < 1 => format!("replication factor {f}: a topic has at least 1 replica"),
+                f if f as usize > live => format!(
+                    "replication factor {f} is larger than the {live} live node(s)"
                 ),
-            ));
+                f => format!(
+                    "replication factor {f}: partitions are kept by one node each (their leader); replicas beyond it are not kept yet"
+                ),
+            };
+            return Err(KafkaError::new(ErrorCode::InvalidReplicationFactor, why));
         }
         let mut config = TopicConfig::default();
         for (name, value) in &t.configs {
@@ -149,15 +167,83 @@ impl Shard {
                 config.set(name, v)?;
             }
         }
-        Ok(TopicMeta {
-            shards: (0..partitions)
-                .map(|p| placement(&t.name, p, self.nr_shards))
-                .collect(),
+        let mut meta = TopicMeta {
+            shards: Vec::new(),
+            nodes: Vec::new(),
             name: t.name,
             id: new_topic_id(),
             config,
             schema: t.schema,
+        };
+        self.place_partitions(cat, &mut meta, partitions)?;
+        Ok(meta)
+    }
+
+    /// Places partitions of `t` up to `count`: on a single node, round
+    /// robin over its shards from a hash of the name; in a cluster, each on
+    /// the live node leading the fewest partitions so far (ties broken
+    /// from the hash), on one of that node's shards.
+    fn place_partitions(
+        &self,
+        cat: &Catalog,
+        t: &mut TopicMeta,
+        count: i32,
+    ) -> Result<(), KafkaError> {
+        let first = t.partitions();
+        if self.cluster.is_none() {
+            t.shards
+                .extend((first..count).map(|p| placement(&t.name, p, self.nr_shards)));
+            return Ok(());
+        }
+        let live: Vec<&crate::catalog::ClusterNode> = cat.live_nodes().collect();
+        if live.is_empty() {
+            return Err(KafkaError::new(
+                ErrorCode::InvalidReplicationFactor,
+                "no live node to place partitions on",
+            ));
+        }
+        let mut led: std::collections::BTreeMap<i32, usize> =
+            live.iter().map(|n| (n.id, 0)).collect();
+        for other in cat.topics.values().chain(std::iter::once(&*t)) {
+            for n in &other.nodes {
+                if let Some(c) = led.get_mut(n) {
+                    *c += 1;
+                }
+            }
+        }
+        let offset = crate::catalog::stable_hash(&t.name) as usize;
+        for p in first..count {
+            let node = (0..live.len())
+                .map(|i| live[(offset + p as usize + i) % live.len()])
+                .min_by_key(|n| led[&n.id])
+                .expect("some live node");
+            *led.get_mut(&node.id).expect("counted") += 1;
+            t.nodes.push(node.id);
+            t.shards.push(placement(&t.name, p, node.shards));
+        }
+        Ok(())
+    }
+
+    /// Deals the cluster's group slots over its live nodes, in turn by
+    /// id, unless they are dealt.
+    pub(crate) async fn deal_group_slots(self: &Rc<Self>) -> Result<(), KafkaError> {
+        self.change_catalog(1, |_, cat| {
+            if !cat.group_nodes.is_empty() {
+                return (vec![Ok(())], false);
+            }
+            let live: Vec<i32> = cat.live_nodes().map(|n| n.id).collect();
+            if live.is_empty() {
+                let none = KafkaError::new(ErrorCode::CoordinatorNotAvailable, "no live node");
+                return (vec![Err(none)], false);
+            }
+            cat.group_nodes = (0..crate::catalog::GROUP_SLOTS)
+                .map(|i| live[i % live.len()])
+                .collect();
+            (vec![Ok(())], true)
         })
+        .await
+        .pop()
+        .expect("one answer")
     }
 
     /// Deletes topics by name. Returns each topic's id, or why not.
@@ -193,7 +279,7 @@ impl Shard {
             let results: Vec<_> = items
                 .into_iter()
                 .map(|PartitionCount { topic: name, count }| {
-                    let t = cat.topics.get_mut(&name).ok_or_else(|| {
+                    let t = cat.topics.get(&name).ok_or_else(|| {
                         KafkaError::new(ErrorCode::UnknownTopicOrPartition, format!("topic {name:?} does not exist"))
                     })?;
                     let have = t.partitions();
@@ -203,10 +289,10 @@ impl Shard {
                             format!("topic {name:?} has {have} partitions; the new count must be larger and at most {MAX_PARTITIONS}, not {count}"),
                         ));
                     }
+                    let mut grown = t.clone();
+                    s.place_partitions(cat, &mut grown, count)?;
                     if !validate_only {
-                        for p in have..count {
-                            t.shards.push(placement(&name, p, s.nr_shards));
-                        }
+                        *cat.topics.get_mut(&name).expect("found above") = grown;
                     }
                     Ok(())
                 })
@@ -265,11 +351,53 @@ impl Shard {
     /// drops its partitions) before returning. Catalog shard only.
     async fn commit_catalog(self: &Rc<Self>, mut cat: Catalog) -> Result<(), KafkaError> {
         assert_eq!(self.id, CATALOG_SHARD);
-        let old = self.catalog();
         cat.version += 1;
+        self.publish(Arc::new(cat)).await
+    }
+
+    /// Proposes a changed catalog to the cluster's metadata quorum, then
+    /// installs what the quorum applied. Catalog shard only.
+    async fn commit_to_cluster(
+        self: &Rc<Self>,
+        control: &crate::cluster::Control,
+        cat: Catalog,
+    ) -> Result<(), KafkaError> {
+        let cmd = crate::cluster::types::Command::Change {
+            base: cat.admin_version,
+            catalog: cat,
+        };
+        match control.propose(cmd).await? {
+            crate::cluster::types::Applied::Conflict { .. } => Err(KafkaError::new(
+                ErrorCode::NotController,
+                "another node changed the catalog meanwhile; try again",
+            )),
+            _ => self.install_newer(control.latest()).await,
+        }
+    }
+
+    /// Installs a catalog the cluster's quorum applied, if it is newer than
+    /// the one installed (or the cluster's first). Catalog shard only.
+    pub(crate) async fn install_newer(
+        self: &Rc<Self>,
+        cat: Arc<Catalog>,
+    ) -> Result<(), KafkaError> {
+        let _installing = self.install_lock.acquire_permit(1).await.expect("open");
+        let old = self.catalog();
+        // A quorum not yet seeded has no catalog to install.
+        let newer = cat.version > old.version || cat.cluster_id != old.cluster_id;
+        if cat.cluster_id.is_empty() || !newer {
+            return Ok(());
+        }
+        self.publish(cat).await
+    }
+
+    /// Saves `cat` and installs it on every shard; then removes the
+    /// directories of topics it no longer has. Catalog shard only.
+    async fn publish(self: &Rc<Self>, cat: Arc<Catalog>) -> Result<(), KafkaError> {
+        assert_eq!(self.id, CATALOG_SHARD);
+        let old = self.catalog();
         cat.save(&self.config.data_dir)
             .map_err(|e| KafkaError::new(ErrorCode::KafkaStorageError, e))?;
-        let cat = Arc::new(cat);
         let installs = (0..self.nr_shards).map(|i| {
             let cat = cat.clone();
             self.invoke_on(i, move |s| async move { s.install_catalog(cat).await })
@@ -282,12 +410,25 @@ impl Shard {
         for t in old.topics.values() {
             if cat.topic(&t.name).map(|n| n.id) != Some(t.id) {
                 let dir = t.topic_dir(&self.config.data_dir);
-                if let Err(e) = std::fs::remove_dir_all(&dir) {
-                    log::warn!("removing {}: {e}", dir.display());
+                match std::fs::remove_dir_all(&dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => log::warn!("removing {}: {e}", dir.display()),
                 }
             }
         }
         Ok(())
+    }
+
+    /// Whether this shard owns partition `p` of `t`: its shard, on this
+    /// node.
+    fn owns(&self, t: &TopicMeta, p: i32) -> bool {
+        match t.place(p) {
+            Some((node, shard)) => {
+                shard == self.id && node.is_none_or(|n| n == self.config.node_id)
+            }
+            None => false,
+        }
     }
 
     /// Takes a new catalog snapshot: opens partitions this shard now owns,
@@ -299,7 +440,7 @@ impl Shard {
             .keys()
             .filter(|tp| {
                 let t = tp.topic();
-                cat.shard_for(t, tp.partition) != Some(self.id) || {
+                !cat.topic(t).is_some_and(|m| self.owns(m, tp.partition)) || {
                     let old = self.catalog.borrow();
                     old.topic(t).map(|m| m.id) != cat.topic(t).map(|m| m.id)
                 }
@@ -322,8 +463,8 @@ impl Shard {
         cat: &Catalog,
     ) -> Result<(), KafkaError> {
         for t in cat.topics.values() {
-            for (p, &shard) in t.shards.iter().enumerate() {
-                if shard != self.id {
+            for p in 0..t.shards.len() {
+                if !self.owns(t, p as i32) {
                     continue;
                 }
                 let key = TopicPartition::new(t.name.as_str(), p as i32);

@@ -35,6 +35,7 @@ use crate::partition::Partition;
 use crate::topic_partition::{TopicPartition, TopicPartitionRef};
 
 mod admin;
+mod brokers;
 mod routed;
 
 pub use admin::{ConfigChange, NewTopic, PartitionCount};
@@ -115,6 +116,10 @@ pub struct Shard {
     mesh: Senders<ShardJob>,
     /// Serialises catalog changes (used on the catalog shard only).
     catalog_lock: Semaphore,
+    /// Serialises installing catalogs (the catalog shard's).
+    install_lock: Semaphore,
+    /// The cluster's control plane; `None` on a single node.
+    pub cluster: Option<crate::cluster::Control>,
     stopping: Arc<AtomicBool>,
     pub counters: Counters,
     pub stats: ShardStats,
@@ -141,6 +146,7 @@ pub struct ShardParts {
     pub groups: Coordinator,
     /// The catalog shard's only.
     pub producer_ids: Option<crate::producer_ids::ProducerIds>,
+    pub cluster: Option<crate::cluster::Control>,
 }
 
 impl Shard {
@@ -160,6 +166,8 @@ impl Shard {
             ),
             mesh: parts.mesh,
             catalog_lock: Semaphore::new(1),
+            install_lock: Semaphore::new(1),
+            cluster: parts.cluster,
             stopping: parts.stopping,
             counters: Counters::default(),
             stats: ShardStats::default(),
@@ -174,6 +182,18 @@ impl Shard {
 
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog.borrow().clone()
+    }
+
+    /// The shard of this node owning a partition, or why none does (there
+    /// is no such partition, or another node of the cluster leads it).
+    pub fn owner_here(&self, cat: &Catalog, topic: &str, p: i32) -> Result<usize, KafkaError> {
+        match cat.place(topic, p) {
+            None => Err(KafkaError::unknown_partition(topic, p)),
+            Some((Some(node), _)) if node != self.config.node_id => {
+                Err(KafkaError::not_leader(topic, p, node))
+            }
+            Some((_, shard)) => Ok(shard),
+        }
     }
 
     /// This shard's state of feature `T`, made (empty) on first use.
@@ -414,6 +434,7 @@ impl Shard {
         F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
         Fut: Future<Output = R> + 'static,
     {
+        self.coordinates(group)?;
         self.invoke_on(self.group_shard(group), f).await
     }
 
@@ -434,6 +455,9 @@ impl Shard {
     /// A new producer id (InitProducerId), from the catalog shard.
     pub async fn allocate_producer_id(self: &Rc<Self>) -> Result<i64, KafkaError> {
         self.invoke_on(CATALOG_SHARD, |s| async move {
+            if let Some(control) = s.cluster.clone() {
+                return s.producer_id_of_cluster(&control).await;
+            }
             let mut ids = s.producer_ids.borrow_mut();
             let ids = ids
                 .as_mut()
@@ -442,6 +466,42 @@ impl Shard {
                 .map_err(|e| KafkaError::new(ErrorCode::KafkaStorageError, e))
         })
         .await?
+    }
+
+    /// A producer id from the block the cluster's quorum gave this node,
+    /// asking for the next block when it is spent: ids never repeat
+    /// across nodes.
+    async fn producer_id_of_cluster(
+        self: &Rc<Self>,
+        control: &crate::cluster::Control,
+    ) -> Result<i64, KafkaError> {
+        use crate::cluster::types::{Applied, Command};
+        loop {
+            let taken = self
+                .producer_ids
+                .borrow_mut()
+                .as_mut()
+                .and_then(|p| p.take());
+            if let Some(id) = taken {
+                return Ok(id);
+            }
+            let count = crate::producer_ids::BLOCK;
+            match control.propose(Command::ProducerIds { count }).await? {
+                Applied::ProducerIds { start } => {
+                    if let Some(p) = self.producer_ids.borrow_mut().as_mut() {
+                        p.set_block(start)
+                    }
+                }
+                other => {
+                    return Err(KafkaError::new(
+                        ErrorCode::UnknownServerError,
+                        format!(
+                            "the metadata quorum answered a block of producer ids with {other:?}"
+                        ),
+                    ))
+                }
+            }
+        }
     }
 
     /// Applies retention to every partition this shard owns, and forgets

@@ -94,15 +94,12 @@ impl Shard {
         let mut routed = Vec::with_capacity(work.len());
         let mut routed_places = Vec::with_capacity(work.len());
         for w in work {
-            match catalog.shard_for(&w.tp.topic, w.tp.partition) {
-                Some(shard) => {
+            match self.owner_here(&catalog, &w.tp.topic, w.tp.partition) {
+                Ok(shard) => {
                     routed_places.push(w.at);
                     routed.push((shard, w));
                 }
-                None => out.push((
-                    w.at,
-                    Err(KafkaError::unknown_partition(&w.tp.topic, w.tp.partition)),
-                )),
+                Err(e) => out.push((w.at, Err(e))),
             }
         }
         let answers = self
@@ -161,11 +158,9 @@ impl Shard {
         let mut results: Vec<Option<Result<PartitionRead, KafkaError>>> = vec![None; parts.len()];
         let mut groups: BTreeMap<usize, Vec<(usize, FetchPartition)>> = BTreeMap::new();
         for (i, p) in parts.into_iter().enumerate() {
-            match catalog.shard_for(&p.topic, p.partition) {
-                Some(shard) => groups.entry(shard).or_default().push((i, p)),
-                None => {
-                    results[i] = Some(Err(KafkaError::unknown_partition(&p.topic, p.partition)))
-                }
+            match self.owner_here(&catalog, &p.topic, p.partition) {
+                Ok(shard) => groups.entry(shard).or_default().push((i, p)),
+                Err(e) => results[i] = Some(Err(e)),
             }
         }
         let mut cancels = Vec::new();

@@ -1,6 +1,6 @@
-//! DescribeCluster (key 60): the cluster id and the brokers (this node, or
-//! each shard with `--shard-ports`). v2 (KIP-1073) may ask for fenced
-//! brokers too: none is ever fenced.
+//! DescribeCluster (key 60): the cluster id, the controller and the
+//! brokers (this node, each shard with `--shard-ports`, or a cluster's
+//! live nodes). v2 (KIP-1073) may ask for fenced nodes too.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
@@ -10,22 +10,26 @@ use super::{str, RequestContext};
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 2;
 
-pub async fn handle(cx: &RequestContext, _req: DescribeClusterRequest) -> DescribeClusterResponse {
+pub async fn handle(cx: &RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse {
     let shard = &cx.shard;
-    let cfg = &shard.config;
+    let with_fenced = cx.version >= 2 && req.include_fenced_brokers;
     DescribeClusterResponse::default()
         .with_cluster_id(str(&shard.catalog().cluster_id))
-        .with_controller_id(BrokerId(cfg.broker_of(0).id))
+        .with_controller_id(BrokerId(shard.controller_id()))
         .with_endpoint_type(1)
         .with_cluster_authorized_operations(i32::MIN)
         .with_brokers(
-            cfg.brokers()
+            shard
+                .brokers_and_fenced()
                 .into_iter()
-                .map(|b| {
+                .filter(|(_, fenced)| with_fenced || !fenced)
+                .map(|(b, fenced)| {
                     DescribeClusterBroker::default()
                         .with_broker_id(BrokerId(b.id))
                         .with_host(str(&b.host))
                         .with_port(b.port as i32)
+                        .with_rack(b.rack.as_deref().map(str))
+                        .with_is_fenced(fenced)
                 })
                 .collect(),
         )

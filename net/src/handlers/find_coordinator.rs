@@ -1,7 +1,8 @@
 //! FindCoordinator (key 10): each group and transactional id belongs to one
 //! shard. The answer is this node (requests are carried to that shard
 //! inside), or with `--shard-ports` that shard's own broker, so the
-//! client's group traffic needs no hop.
+//! client's group traffic needs no hop; in a cluster, the node the key
+//! hashes to.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -48,9 +49,14 @@ pub async fn handle(cx: &RequestContext, req: FindCoordinatorRequest) -> FindCoo
             (code.code(), str(&why))
         })
     };
+    if let Err(e) = shard.place_group_coordinators().await {
+        log::warn!("placing the cluster's group coordinators: {e}");
+    }
     let coordinator = |key: &str| {
-        let b = shard.config.broker_of(shard.group_shard(key));
-        (BrokerId(b.id), str(&b.host), b.port as i32)
+        shard
+            .coordinator(key)
+            .map(|b| (BrokerId(b.id), str(&b.host), b.port as i32))
+            .map_err(|e| (e.code.code(), str(&e.message)))
     };
     if version >= 4 {
         FindCoordinatorResponse::default().with_coordinators(
@@ -60,15 +66,13 @@ pub async fn handle(cx: &RequestContext, req: FindCoordinatorRequest) -> FindCoo
                     match checked
                         .clone()
                         .and_then(|()| refused(&k).map_or(Ok(()), Err))
+                        .and_then(|()| coordinator(&k))
                     {
-                        Ok(()) => {
-                            let (node, host, port) = coordinator(&k);
-                            Coordinator::default()
-                                .with_key(k)
-                                .with_node_id(node)
-                                .with_host(host)
-                                .with_port(port)
-                        }
+                        Ok((node, host, port)) => Coordinator::default()
+                            .with_key(k)
+                            .with_node_id(node)
+                            .with_host(host)
+                            .with_port(port),
                         Err((code, why)) => Coordinator::default()
                             .with_key(k)
                             .with_node_id(BrokerId(-1))
@@ -82,11 +86,11 @@ pub async fn handle(cx: &RequestContext, req: FindCoordinatorRequest) -> FindCoo
         )
     } else {
         let r = FindCoordinatorResponse::default();
-        match checked.and_then(|()| refused(&req.key).map_or(Ok(()), Err)) {
-            Ok(()) => {
-                let (node, host, port) = coordinator(&req.key);
-                r.with_node_id(node).with_host(host).with_port(port)
-            }
+        match checked
+            .and_then(|()| refused(&req.key).map_or(Ok(()), Err))
+            .and_then(|()| coordinator(&req.key))
+        {
+            Ok((node, host, port)) => r.with_node_id(node).with_host(host).with_port(port),
             Err((code, why)) => r
                 .with_error_code(code)
                 .with_error_message(Some(why))

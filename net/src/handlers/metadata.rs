@@ -1,6 +1,8 @@
 //! Metadata (key 3): the brokers, and every topic asked for with its
-//! partitions and id. The node is one broker leading every partition, or
-//! (with `--shard-ports`) each shard is a broker leading what it owns.
+//! partitions and id. A single node is one broker leading every partition,
+//! or (with `--shard-ports`) each shard is a broker leading what it owns;
+//! in a cluster each live node is a broker leading the partitions placed
+//! on it.
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -23,7 +25,6 @@ pub async fn handle(cx: &RequestContext, req: MetadataRequest) -> MetadataRespon
     let caller = &cx.caller;
     let cfg = &shard.config;
     let may = |op, name: &str| caller.may(shard, op, ResourceType::Topic, name);
-    let node = |owner: usize| BrokerId(cfg.broker_of(owner).id);
     // v0: an empty list means every topic; v1+: null means every topic.
     let wanted = match req.topics {
         Some(t) if !(version == 0 && t.is_empty()) => Some(t),
@@ -35,7 +36,7 @@ pub async fn handle(cx: &RequestContext, req: MetadataRequest) -> MetadataRespon
             // Every topic the caller may describe.
             for t in shard.catalog().topics.values() {
                 if may(Operation::Describe, &t.name) {
-                    topics.push(topic_entry(t, node));
+                    topics.push(topic_entry(shard, t));
                 }
             }
         }
@@ -57,7 +58,7 @@ pub async fn handle(cx: &RequestContext, req: MetadataRequest) -> MetadataRespon
                             .with_name(t.name.clone())
                             .with_topic_id(t.topic_id),
                     ),
-                    (Some(m), _) => topics.push(topic_entry(m, node)),
+                    (Some(m), _) => topics.push(topic_entry(shard, m)),
                     (None, Some(n)) if auto && !n.is_empty() && caller.may_create(shard, n) => {
                         missing.push(n.0.to_string())
                     }
@@ -83,10 +84,10 @@ pub async fn handle(cx: &RequestContext, req: MetadataRequest) -> MetadataRespon
                 let results = shard.create_topics(new, false).await;
                 for (name, r) in missing.into_iter().zip(results) {
                     match r {
-                        Ok(m) => topics.push(topic_entry(&m, node)),
+                        Ok(m) => topics.push(topic_entry(shard, &m)),
                         Err(e) if e.code == ErrorCode::TopicAlreadyExists => {
                             if let Some(m) = shard.catalog().topic(&name) {
-                                topics.push(topic_entry(m, node));
+                                topics.push(topic_entry(shard, m));
                             }
                         }
                         Err(e) => topics.push(
@@ -101,35 +102,48 @@ pub async fn handle(cx: &RequestContext, req: MetadataRequest) -> MetadataRespon
     }
     MetadataResponse::default()
         .with_brokers(
-            cfg.brokers()
+            shard
+                .brokers()
                 .into_iter()
                 .map(|b| {
                     MetadataResponseBroker::default()
                         .with_node_id(BrokerId(b.id))
                         .with_host(str(&b.host))
                         .with_port(b.port as i32)
+                        .with_rack(b.rack.as_deref().map(str))
                 })
                 .collect(),
         )
         .with_cluster_id(Some(str(&shard.catalog().cluster_id)))
-        .with_controller_id(node(0))
+        .with_controller_id(BrokerId(shard.controller_id()))
         .with_topics(topics)
 }
 
-fn topic_entry(t: &TopicMeta, node: impl Fn(usize) -> BrokerId) -> MetadataResponseTopic {
+/// A topic's partitions, each led by the broker it lives on; one whose
+/// node is fenced has no leader (LEADER_NOT_AVAILABLE) until it is back.
+fn topic_entry(shard: &weir_core::shard::Shard, t: &TopicMeta) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(str(&t.name))))
         .with_topic_id(uuid::Uuid::from_bytes(t.id))
         .with_partitions(
             (0..t.partitions())
                 .map(|p| {
-                    let node = node(t.shards[p as usize]);
-                    MetadataResponsePartition::default()
+                    let out = MetadataResponsePartition::default()
                         .with_partition_index(p)
-                        .with_leader_id(node)
-                        .with_leader_epoch(0)
-                        .with_replica_nodes(vec![node])
-                        .with_isr_nodes(vec![node])
+                        .with_leader_epoch(0);
+                    match shard.partition_leader(t, p) {
+                        Some(node) => out
+                            .with_leader_id(BrokerId(node))
+                            .with_replica_nodes(vec![BrokerId(node)])
+                            .with_isr_nodes(vec![BrokerId(node)]),
+                        None => {
+                            let node = t.nodes.get(p as usize).copied().unwrap_or(-1);
+                            out.with_error_code(ErrorCode::LeaderNotAvailable.code())
+                                .with_leader_id(BrokerId(-1))
+                                .with_replica_nodes(vec![BrokerId(node)])
+                                .with_offline_replicas(vec![BrokerId(node)])
+                        }
+                    }
                 })
                 .collect(),
         )

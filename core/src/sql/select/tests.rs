@@ -27,6 +27,7 @@ fn catalog() -> Catalog {
             name: "people".into(),
             id: [1; 16],
             shards: vec![0, 1, 0, 1],
+            nodes: vec![],
             config: Default::default(),
             schema: Some(schema),
         },

@@ -1,0 +1,263 @@
+//! A node's life in the cluster: the first voter makes the quorum and
+//! seeds it with its catalog; a node that is not a voter joins as a
+//! learner; every node registers where it is at each start and heartbeats
+//! to the controller, which fences a node silent past its session timeout
+//! (Metadata stops naming it) and lifts the fence when it is heard again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::BasicNode;
+
+use super::peer::{Call, Link, Refusal, Reply};
+use super::types::Command;
+use super::Inner;
+use crate::catalog::{Catalog, ClusterNode};
+
+impl Inner {
+    fn not_controller(&self) -> Refusal {
+        let m = self.raft.metrics().borrow().clone();
+        let leader = m.current_leader.and_then(|l| {
+            m.membership_config
+                .nodes()
+                .find(|(id, _)| **id == l)
+                .map(|(id, n)| (*id, n.addr.clone()))
+        });
+        Refusal {
+            why: "this node is not the controller".into(),
+            leader,
+        }
+    }
+
+    fn is_controller(&self) -> bool {
+        self.raft.metrics().borrow().current_leader == Some(self.id)
+    }
+
+    /// A node asks to follow the metadata log (the controller adds it as
+    /// a learner).
+    pub(super) async fn add_learner(&self, node: u64, addr: String) -> Result<(), Refusal> {
+        if self.config.voters.contains_key(&node) {
+            return Err(Refusal {
+                why: format!(
+                    "node {node} is a voter: voters are members from the start and do not join"
+                ),
+                leader: None,
+            });
+        }
+        let known = self
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .nodes()
+            .find(|(id, _)| **id == node)
+            .map(|(_, n)| n.addr.clone());
+        if known.as_deref() == Some(addr.as_str()) {
+            return Ok(());
+        }
+        match self.raft.add_learner(node, BasicNode { addr }, false).await {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                Err(self.not_controller())
+            }
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                ChangeMembershipError::InProgress(_),
+            ))) => Err(Refusal {
+                why: "a membership change is in progress; ask again".into(),
+                leader: None,
+            }),
+            Err(e) => Err(Refusal {
+                why: e.to_string(),
+                leader: None,
+            }),
+        }
+    }
+
+    /// A heartbeat (the controller records it).
+    pub(super) fn heard_from(&self, node: u64) -> Result<(), Refusal> {
+        if !self.is_controller() {
+            return Err(self.not_controller());
+        }
+        self.heard
+            .lock()
+            .expect("not poisoned")
+            .insert(node as i32, Instant::now());
+        Ok(())
+    }
+}
+
+/// Runs for the node's life on the control runtime.
+pub(super) async fn run(inner: Arc<Inner>, me: ClusterNode, local: Arc<Catalog>) {
+    let first_voter = inner.config.voters.keys().next().copied();
+    if first_voter == Some(inner.id) {
+        start_quorum(&inner).await;
+        // Ignored once the cluster has a catalog: only a new cluster takes
+        // this node's (a single node's topics, users and offsets).
+        let seed = Command::Seed {
+            node: me.id,
+            catalog: (*local).clone(),
+        };
+        tokio::spawn(propose_until_done(
+            inner.clone(),
+            seed,
+            "seeding the cluster's catalog",
+        ));
+    }
+    if inner.config.voters.is_empty() {
+        if let Some(addr) = inner.config.join.clone() {
+            join(&inner, addr).await;
+        }
+    }
+    tokio::spawn(propose_until_done(
+        inner.clone(),
+        Command::Register(me),
+        "registering this node",
+    ));
+    tokio::spawn(heartbeats(inner.clone()));
+    fencing(inner).await;
+}
+
+/// Makes the quorum of the configured voters, unless this node's log
+/// says it exists.
+async fn start_quorum(inner: &Inner) {
+    match inner.raft.is_initialized().await {
+        Ok(true) => {}
+        Ok(false) => {
+            let members: BTreeMap<u64, BasicNode> = inner
+                .config
+                .voters
+                .iter()
+                .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+                .collect();
+            match inner.raft.initialize(members).await {
+                Ok(()) => log::info!(
+                    "made the metadata quorum of voters {:?}",
+                    inner.config.voters.keys().collect::<Vec<_>>()
+                ),
+                Err(e) => log::info!("the metadata quorum exists already: {e}"),
+            }
+        }
+        Err(e) => log::error!("cannot tell whether the metadata quorum exists: {e}"),
+    }
+}
+
+async fn propose_until_done(inner: Arc<Inner>, cmd: Command, what: &'static str) {
+    loop {
+        match inner.propose(cmd.clone()).await {
+            Ok(_) => return,
+            Err(e) => {
+                log::warn!("{what}: {e}; trying again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+/// Asks `addr` (and then the controller it names) to take this node as
+/// a learner, until one does.
+async fn join(inner: &Inner, mut addr: String) {
+    let peer_addr = inner.config.peer_advertised.clone();
+    loop {
+        let mut link = Link::new(inner.id, addr.clone());
+        let r = link
+            .call(
+                Call::Join {
+                    addr: peer_addr.clone(),
+                },
+                Duration::from_secs(10),
+            )
+            .await;
+        match r {
+            Ok(Reply::Done(Ok(()))) => {
+                log::info!("joined the cluster through {addr}");
+                return;
+            }
+            Ok(Reply::Done(Err(Refusal {
+                leader: Some((_, leader)),
+                ..
+            }))) => addr = leader,
+            Ok(other) => log::warn!("joining through {addr}: {other:?}"),
+            Err(e) => log::warn!("joining through {addr}: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Tells the controller, every quarter of the session timeout, that this
+/// node lives.
+async fn heartbeats(inner: Arc<Inner>) {
+    let every = inner.config.session_timeout / 4;
+    let mut link: Option<(u64, Link)> = None;
+    loop {
+        tokio::time::sleep(every).await;
+        if inner.is_controller() {
+            let _ = inner.heard_from(inner.id);
+            continue;
+        }
+        let Refusal {
+            leader: Some((leader, addr)),
+            ..
+        } = inner.not_controller()
+        else {
+            continue;
+        };
+        if link.as_ref().map(|(l, _)| *l) != Some(leader) {
+            link = Some((leader, Link::new(inner.id, addr)));
+        }
+        let (_, l) = link.as_mut().expect("made");
+        if let Err(e) = l
+            .call(Call::Heartbeat, every.max(Duration::from_millis(200)))
+            .await
+        {
+            log::debug!("heartbeat to the controller (node {leader}): {e}");
+        }
+    }
+}
+
+/// On the controller: fences registered nodes not heard within the
+/// session timeout, and lifts the fence of those heard again.
+async fn fencing(inner: Arc<Inner>) {
+    let timeout = inner.config.session_timeout;
+    let mut leading_since: Option<Instant> = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if !inner.is_controller() {
+            leading_since = None;
+            continue;
+        }
+        let since = *leading_since.get_or_insert_with(Instant::now);
+        let catalog = inner.catalogs.borrow().clone();
+        let now = Instant::now();
+        let changes: Vec<Command> = {
+            let heard = inner.heard.lock().expect("not poisoned");
+            catalog
+                .nodes
+                .values()
+                .filter_map(|n| {
+                    let last = heard.get(&n.id).copied().unwrap_or(since).max(since);
+                    let silent = now.duration_since(last) > timeout && n.id as u64 != inner.id;
+                    (silent != n.fenced).then_some(Command::Fence {
+                        node: n.id,
+                        fenced: silent,
+                    })
+                })
+                .collect()
+        };
+        for cmd in changes {
+            if let Command::Fence { node, fenced } = &cmd {
+                match fenced {
+                    true => log::warn!(
+                        "fencing node {node}: not heard for {} ms",
+                        timeout.as_millis()
+                    ),
+                    false => log::info!("node {node} is heard again: lifting its fence"),
+                }
+            }
+            if let Err(e) = inner.propose(cmd).await {
+                log::warn!("changing a node's fence: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The cluster's control plane: one metadata quorum (openraft) whose state
+//! machine is the catalog, run on a control thread of its own with a
+//! current-thread Tokio runtime, beside the shards and off their cores'
+//! hot loops. Shards reach it through `Control` (every call is a task
+//! spawned on the control runtime, answered by a oneshot the calling
+//! shard awaits); the catalog shard installs each catalog the quorum
+//! applies on every shard, as it does a single node's changes.
+//!
+//! Parts: `types` (the log's commands), `log_store` (the Raft log and
+//! vote in files), `state_machine` (the catalog), `peer` (the inter-node
+//! wire), `network` (Raft over it), `server` (answering other nodes),
+//! `liveness` (registration, heartbeats, fencing, joins).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, Raft};
+use tokio::sync::watch;
+
+use crate::catalog::{Catalog, ClusterNode};
+use crate::error::{ErrorCode, KafkaError};
+
+mod liveness;
+mod log_store;
+mod network;
+pub mod peer;
+mod server;
+mod state_machine;
+pub mod types;
+
+pub use state_machine::apply;
+use types::{Applied, Command, Meta};
+
+/// How long a proposal may wait for a controller before it fails.
+const PROPOSE_WITHIN: Duration = Duration::from_secs(15);
+
+/// A node's place in a cluster (`weir serve --node-id … --voters …`).
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    pub node_id: i32,
+    /// The voters: id and peer address. Empty for a node that joins.
+    pub voters: BTreeMap<u64, String>,
+    /// A node to ask to join through (a node that is not a voter).
+    pub join: Option<String>,
+    /// Where this node listens for the others.
+    pub peer_addr: SocketAddr,
+    /// The address the others reach it at (`peer_addr` unless given).
+    pub peer_advertised: String,
+    pub rack: Option<String>,
+    /// A node silent this long is fenced.
+    pub session_timeout: Duration,
+}
+
+/// The shards' handle on the control plane. Cheap to clone, usable from
+/// any thread.
+#[derive(Clone)]
+pub struct Control {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    rt: tokio::runtime::Handle,
+    raft: Raft<Meta>,
+    id: u64,
+    config: ClusterConfig,
+    catalogs: watch::Receiver<Arc<Catalog>>,
+    /// The controller's view: when each node was last heard.
+    heard: Mutex<BTreeMap<i32, Instant>>,
+}
+
+impl Control {
+    pub fn node_id(&self) -> i32 {
+        self.inner.id as i32
+    }
+
+    /// The node leading the quorum (the controller), if one is known.
+    pub fn controller(&self) -> Option<i32> {
+        self.inner
+            .raft
+            .metrics()
+            .borrow()
+            .current_leader
+            .map(|l| l as i32)
+    }
+
+    /// The quorum as this node sees it.
+    pub fn metrics(&self) -> openraft::RaftMetrics<u64, BasicNode> {
+        self.inner.raft.metrics().borrow().clone()
+    }
+
+    /// The newest catalog the quorum applied here.
+    pub fn latest(&self) -> Arc<Catalog> {
+        self.inner.catalogs.borrow().clone()
+    }
+
+    /// A receiver of each catalog the quorum applies here.
+    pub fn catalogs(&self) -> watch::Receiver<Arc<Catalog>> {
+        self.inner.catalogs.clone()
+    }
+
+    /// Proposes `cmd` to the controller (wherever it is) and waits until
+    /// this node has applied it. Callable from a shard.
+    pub async fn propose(&self, cmd: Command) -> Result<Applied, KafkaError> {
+        let inner = self.inner.clone();
+        let (tx, rx) = futures::channel::oneshot::channel();
+        self.inner.rt.spawn(async move {
+            let _ = tx.send(inner.propose(cmd).await);
+        });
+        rx.await
+            .map_err(|_| KafkaError::new(ErrorCode::NotController, "the control plane stopped"))?
+    }
+}
+
+impl Inner {
+    /// Writes `cmd` through this node if it leads, else through the
+    /// leader; then waits until this node has applied it.
+    async fn propose(&self, cmd: Command) -> Result<Applied, KafkaError> {
+        let began = Instant::now();
+        let mut last_why = String::from("no controller is elected");
+        while began.elapsed() < PROPOSE_WITHIN {
+            let (applied, index) = match self.raft.client_write(cmd.clone()).await {
+                Ok(r) => (r.data, r.log_id.index),
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                    let Some(node) = f.leader_node else {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    };
+                    let mut link = peer::Link::new(self.id, node.addr.clone());
+                    match link
+                        .call(peer::Call::Write(cmd.clone()), Duration::from_secs(5))
+                        .await
+                    {
+                        Ok(peer::Reply::Written(Ok(r))) => r,
+                        Ok(peer::Reply::Written(Err(refusal))) => {
+                            last_why = refusal.why;
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                        Ok(other) => {
+                            last_why = format!("the controller answered {other:?}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                        Err(e) => {
+                            last_why = e;
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    }
+                }
+                Err(e) => {
+                    return Err(KafkaError::new(
+                        ErrorCode::NotController,
+                        format!("the metadata quorum refused the change: {e}"),
+                    ))
+                }
+            };
+            let left = PROPOSE_WITHIN.saturating_sub(began.elapsed());
+            self.raft
+                .wait(Some(left.max(Duration::from_secs(1))))
+                .applied_index_at_least(Some(index), "a proposal applied here")
+                .await
+                .map_err(|e| {
+                    KafkaError::new(
+                        ErrorCode::RequestTimedOut,
+                        format!("the change is committed but not yet applied here: {e}"),
+                    )
+                })?;
+            return Ok(applied);
+        }
+        Err(KafkaError::new(
+            ErrorCode::NotController,
+            format!(
+                "no controller took the change within {} s: {last_why}",
+                PROPOSE_WITHIN.as_secs()
+            ),
+        ))
+    }
+
+    /// Writes `cmd` if this node is the controller (a proposal carried
+    /// here from another node).
+    async fn write_here(&self, cmd: Command) -> Result<(Applied, u64), peer::Refusal> {
+        match self.raft.client_write(cmd).await {
+            Ok(r) => Ok((r.data, r.log_id.index)),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(peer::Refusal {
+                why: "this node is not the controller".into(),
+                leader: f.leader_id.zip(f.leader_node.map(|n| n.addr)),
+            }),
+            Err(e) => Err(peer::Refusal {
+                why: e.to_string(),
+                leader: None,
+            }),
+        }
+    }
+
+    /// Whether `node` may make Raft calls here: a member of the quorum
+    /// (voter or learner) or one of the configured voters.
+    fn is_member(&self, node: u64) -> bool {
+        self.config.voters.contains_key(&node)
+            || self
+                .raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .nodes()
+                .any(|(id, _)| *id == node)
+    }
+}
+
+/// Starts the control plane on a thread of its own: the Raft log, state
+/// machine and network, the peer listener, and (on the first voter of a
+/// new cluster) the quorum's first membership and the seed catalog.
+/// `local` is the catalog this node had (a single node's, seeding a new
+/// cluster); `me` is how this node registers.
+pub fn start(
+    config: ClusterConfig,
+    me: ClusterNode,
+    local: Arc<Catalog>,
+    data_dir: &std::path::Path,
+) -> Result<Control, String> {
+    // A single node's producer ids carry over: the cluster gives none
+    // below the last block it recorded.
+    let mut local = (*local).clone();
+    local.next_producer_id = crate::producer_ids::ProducerIds::load(data_dir)?.recorded_end();
+    let local = Arc::new(local);
+    let dir = data_dir.join("raft");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let log = log_store::LogStore::open(&dir)?;
+    let (publish, catalogs) = watch::channel(Arc::new(Catalog::default()));
+    let publish = Arc::new(publish);
+    let machine = state_machine::CatalogMachine::open(&dir, publish.clone())?;
+    publish.send_replace(machine.catalog());
+    let listener = std::net::TcpListener::bind(config.peer_addr).map_err(|e| {
+        format!(
+            "cannot listen for the other nodes on {}: {e}",
+            config.peer_addr
+        )
+    })?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let (tx, rx) = std::sync::mpsc::channel::<Result<Control, String>>();
+    std::thread::Builder::new()
+        .name("weir-control".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Err(format!("cannot start the control runtime: {e}")));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let raft_config = openraft::Config {
+                    cluster_name: "weir".into(),
+                    heartbeat_interval: 100,
+                    election_timeout_min: 600,
+                    election_timeout_max: 1200,
+                    snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(1000),
+                    max_in_snapshot_log_to_keep: 100,
+                    ..Default::default()
+                };
+                let raft_config = match raft_config.validate() {
+                    Ok(c) => Arc::new(c),
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("Raft settings: {e}")));
+                        return;
+                    }
+                };
+                let id = config.node_id as u64;
+                let raft =
+                    match Raft::new(id, raft_config, network::Network { from: id }, log, machine)
+                        .await
+                    {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let _ = tx.send(Err(format!("cannot start the metadata quorum: {e}")));
+                            return;
+                        }
+                    };
+                let inner = Arc::new(Inner {
+                    rt: tokio::runtime::Handle::current(),
+                    raft,
+                    id,
+                    config,
+                    catalogs,
+                    heard: Mutex::new(BTreeMap::new()),
+                });
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                let _ = tx.send(Ok(Control {
+                    inner: inner.clone(),
+                }));
+                tokio::spawn(liveness::run(inner.clone(), me, local));
+                server::serve(inner, listener).await;
+            });
+        })
+        .map_err(|e| format!("cannot start the control thread: {e}"))?;
+    rx.recv()
+        .map_err(|_| "the control thread ended before it started".to_string())?
+}

@@ -1,0 +1,151 @@
+//! How nodes talk to each other (`--peer-addr`): Raft's messages, proposals
+//! carried to the controller, joins and heartbeats. A frame is a 4-byte
+//! big-endian length and that many bytes of JSON (`Request` one way,
+//! `Reply` the other); a connection carries one call at a time.
+//!
+//! Bad input is answered, never trusted: a frame too long or not a
+//! request, or from a node that is not a member, gets `Reply::Refused`
+//! saying why (and is logged), and the connection is closed.
+
+use std::time::Duration;
+
+use openraft::error::{Fatal, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, SnapshotMeta, Vote};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::types::{Applied, Command, Meta};
+
+/// The longest frame taken (a catalog snapshot of many topics fits).
+pub const MAX_FRAME: usize = 256 << 20;
+
+/// One call from another node.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Request {
+    /// The calling node's id.
+    pub from: u64,
+    pub call: Call,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Call {
+    Append(AppendEntriesRequest<Meta>),
+    Vote(VoteRequest<u64>),
+    Snapshot {
+        vote: Vote<u64>,
+        meta: SnapshotMeta<u64, BasicNode>,
+        data: Vec<u8>,
+    },
+    /// A proposal for the controller's log.
+    Write(Command),
+    /// A node not among the voters asks to follow the metadata log.
+    Join {
+        addr: String,
+    },
+    /// A node says it is alive (to the controller).
+    Heartbeat,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Reply {
+    Append(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    Snapshot(Result<SnapshotResponse<u64>, Fatal<u64>>),
+    /// What the proposal applied as, and the log index it is at.
+    Written(Result<(Applied, u64), Refusal>),
+    Done(Result<(), Refusal>),
+    /// The request was not taken: why.
+    Refused(String),
+}
+
+/// A call the node could not do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Refusal {
+    pub why: String,
+    /// The controller, when this node is not it and knows it.
+    pub leader: Option<(u64, String)>,
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of the stream.
+pub async fn read_frame(s: &mut TcpStream) -> Result<Option<Vec<u8>>, String> {
+    let mut len = [0u8; 4];
+    match s.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(format!(
+            "a frame of {len} bytes is longer than the {MAX_FRAME} taken"
+        ));
+    }
+    let mut body = vec![0; len];
+    s.read_exact(&mut body)
+        .await
+        .map_err(|e| format!("reading a frame of {len} bytes: {e}"))?;
+    Ok(Some(body))
+}
+
+pub async fn write_frame(s: &mut TcpStream, body: &[u8]) -> std::io::Result<()> {
+    let mut out = Vec::with_capacity(body.len() + 4);
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(body);
+    s.write_all(&out).await
+}
+
+/// One node's connection to another, made on first use and made again
+/// after an error.
+pub struct Link {
+    addr: String,
+    from: u64,
+    stream: Option<TcpStream>,
+}
+
+impl Link {
+    pub fn new(from: u64, addr: String) -> Link {
+        Link {
+            addr,
+            from,
+            stream: None,
+        }
+    }
+
+    /// Makes one call, within `ttl`.
+    pub async fn call(&mut self, call: Call, ttl: Duration) -> Result<Reply, String> {
+        let req = serde_json::to_vec(&Request {
+            from: self.from,
+            call,
+        })
+        .map_err(|e| e.to_string())?;
+        let r = tokio::time::timeout(ttl, self.exchange(&req)).await;
+        let r = match r {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {} ms", ttl.as_millis())),
+        };
+        if r.is_err() {
+            self.stream = None;
+        }
+        r.map_err(|e| format!("{}: {e}", self.addr))
+    }
+
+    async fn exchange(&mut self, req: &[u8]) -> Result<Reply, String> {
+        if self.stream.is_none() {
+            let s = TcpStream::connect(&self.addr)
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = s.set_nodelay(true);
+            self.stream = Some(s);
+        }
+        let s = self.stream.as_mut().expect("connected");
+        write_frame(s, req).await.map_err(|e| e.to_string())?;
+        let body = read_frame(s)
+            .await?
+            .ok_or_else(|| "the connection closed".to_string())?;
+        serde_json::from_slice(&body).map_err(|e| format!("an answer that is not a reply: {e}"))
+    }
+}

@@ -1,0 +1,55 @@
+//! The metadata quorum's types: what its log holds (`Command`), what
+//! applying one answers (`Applied`), and the Raft type configuration.
+
+use std::io::Cursor;
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::{Catalog, ClusterNode};
+
+openraft::declare_raft_types!(
+    /// The metadata quorum's Raft: node ids are weir's node ids (as u64),
+    /// a node's Raft address is its `--peer-addr`.
+    pub Meta:
+        D = Command,
+        R = Applied,
+        NodeId = u64,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<Meta>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// One change to the cluster's catalog, as the metadata log holds it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Command {
+    /// The cluster's first catalog: the catalog of the node that started
+    /// it (a single node's topics, users and offsets carry over). Applied
+    /// only to a catalog nothing has seeded yet; the node leads the
+    /// topics it brings.
+    Seed { node: i32, catalog: Catalog },
+    /// Topics, users and ACLs as a node changed them, made on the
+    /// catalog whose `admin_version` was `base`: applied only if no other
+    /// change came between (else `Applied::Conflict`).
+    Change { base: u64, catalog: Catalog },
+    /// A node says where it is (at every start).
+    Register(ClusterNode),
+    /// The controller fences a node silent past its session timeout, or
+    /// lifts the fence when it is heard again.
+    Fence { node: i32, fenced: bool },
+    /// A block of `count` producer ids for one node.
+    ProducerIds { count: i64 },
+}
+
+/// What applying a command answered.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Applied {
+    /// The catalog is at this version now.
+    Version(u64),
+    /// A change made on an older catalog than the current one.
+    Conflict { admin_version: u64 },
+    /// Nothing to do (a seed of a seeded catalog, a fence already so).
+    Unchanged,
+    /// The first id of the block given.
+    ProducerIds { start: i64 },
+}

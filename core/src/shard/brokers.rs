@@ -1,0 +1,126 @@
+//! What clients are told of where things are: the brokers (a single node,
+//! its shards with `--shard-ports`, or a cluster's live nodes), the
+//! controller, each partition's leader and each group's coordinator.
+
+use crate::catalog::{stable_hash, TopicMeta};
+use crate::config::Broker;
+use crate::error::{ErrorCode, KafkaError};
+
+use super::Shard;
+
+impl Shard {
+    /// Every broker with whether it is fenced (a cluster's node silent
+    /// past its session timeout; never on a single node).
+    pub fn brokers_and_fenced(&self) -> Vec<(Broker, bool)> {
+        if self.cluster.is_none() {
+            return self
+                .config
+                .brokers()
+                .into_iter()
+                .map(|b| (b, false))
+                .collect();
+        }
+        self.catalog()
+            .nodes
+            .values()
+            .map(|n| {
+                let b = Broker {
+                    id: n.id,
+                    host: n.kafka_host.clone(),
+                    port: n.kafka_port,
+                    rack: n.rack.clone(),
+                };
+                (b, n.fenced)
+            })
+            .collect()
+    }
+
+    /// The brokers clients may use: every one not fenced.
+    pub fn brokers(&self) -> Vec<Broker> {
+        self.brokers_and_fenced()
+            .into_iter()
+            .filter_map(|(b, fenced)| (!fenced).then_some(b))
+            .collect()
+    }
+
+    /// The controller's broker id (-1 while a cluster has none).
+    pub fn controller_id(&self) -> i32 {
+        match &self.cluster {
+            Some(c) => c.controller().unwrap_or(-1),
+            None => self.config.broker_of(0).id,
+        }
+    }
+
+    /// The broker leading partition `p` of `t`; `None` when its node is
+    /// fenced (LEADER_NOT_AVAILABLE until it is back).
+    pub fn partition_leader(&self, t: &TopicMeta, p: i32) -> Option<i32> {
+        match t.place(p)? {
+            (None, shard) => Some(self.config.broker_of(shard).id),
+            (Some(node), _) => {
+                let fenced = self.catalog().nodes.get(&node).is_none_or(|n| n.fenced);
+                (!fenced).then_some(node)
+            }
+        }
+    }
+
+    /// The broker coordinating a group or transactional id: on a single
+    /// node this node (or the owning shard's broker); in a cluster the
+    /// node the key hashes to among the registered ones.
+    pub fn coordinator(&self, key: &str) -> Result<Broker, KafkaError> {
+        if self.cluster.is_none() {
+            return Ok(self.config.broker_of(self.group_shard(key)));
+        }
+        let cat = self.catalog();
+        let slots = &cat.group_nodes;
+        if slots.is_empty() {
+            return Err(KafkaError::new(
+                ErrorCode::CoordinatorNotAvailable,
+                "the cluster's group coordinators are not placed yet",
+            ));
+        }
+        let id = slots[(stable_hash(key) % slots.len() as u64) as usize];
+        let Some(n) = cat.nodes.get(&id) else {
+            return Err(KafkaError::new(
+                ErrorCode::CoordinatorNotAvailable,
+                format!("node {id}, which coordinates {key:?}, has not registered"),
+            ));
+        };
+        if n.fenced {
+            return Err(KafkaError::new(
+                ErrorCode::CoordinatorNotAvailable,
+                format!("node {}, which coordinates {key:?}, is fenced", n.id),
+            ));
+        }
+        Ok(Broker {
+            id: n.id,
+            host: n.kafka_host.clone(),
+            port: n.kafka_port,
+            rack: n.rack.clone(),
+        })
+    }
+
+    /// In a cluster, deals the group slots over the live nodes if nobody
+    /// has yet (FindCoordinator's first call).
+    pub async fn place_group_coordinators(self: &std::rc::Rc<Self>) -> Result<(), KafkaError> {
+        if self.cluster.is_none() || !self.catalog().group_nodes.is_empty() {
+            return Ok(());
+        }
+        self.deal_group_slots().await
+    }
+
+    /// Whether this node coordinates `key` (else NOT_COORDINATOR, and
+    /// the client asks FindCoordinator again).
+    pub fn coordinates(&self, key: &str) -> Result<(), KafkaError> {
+        if self.cluster.is_none() {
+            return Ok(());
+        }
+        let b = self.coordinator(key)?;
+        if b.id == self.config.node_id {
+            return Ok(());
+        }
+        Err(KafkaError::new(
+            ErrorCode::NotCoordinator,
+            format!("node {} coordinates {key:?}, not this node", b.id),
+        ))
+    }
+}

@@ -1,0 +1,240 @@
+"""A cluster of three weir nodes (one metadata quorum, partitions dealt over
+the nodes): real clients through any bootstrap node, the controller killed
+and back, a single node's data directory seeding a cluster, and bad input
+on the peer port."""
+import json
+import socket
+import struct
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster import Cluster
+from conftest import Node, consume_all, create_topic
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path).start()
+    yield c
+    c.stop()
+
+
+def leaders(cluster, node, topic):
+    md = cluster.metadata(node, topic)
+    return {p.id: p.leader for p in md.topics[topic].partitions.values()}
+
+
+def produce(bootstrap, topic, values, **conf):
+    """Produces `values` (acks=all) and answers those acknowledged, each
+    with its partition."""
+    acked, failed = [], []
+
+    def done(err, msg):
+        (failed if err else acked).append((msg.value().decode(), msg.partition()) if not err else err)
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", **conf})
+    for v in values:
+        p.produce(topic, key=v, value=v, on_delivery=done)
+        p.poll(0)
+    assert p.flush(30) == 0
+    assert failed == []
+    return acked
+
+
+def test_a_topic_is_dealt_over_the_nodes_and_served_through_any_of_them(cluster):
+    from kafka import KafkaProducer
+    create_topic(cluster.node(3).bootstrap, "dealt", partitions=12)
+    # Every node tells the same leaders; each node leads a third.
+    seen = [leaders(cluster, n, "dealt") for n in cluster.nodes]
+    assert seen[0] == seen[1] == seen[2]
+    per_node = {}
+    for leader in seen[0].values():
+        per_node[leader] = per_node.get(leader, 0) + 1
+    assert per_node == {1: 4, 2: 4, 3: 4}
+
+    # confluent-kafka through each node, kafka-python through node 2.
+    acked = []
+    for n in cluster.nodes:
+        acked += produce(n.bootstrap, "dealt", [f"{n.kafka_port}-{i}" for i in range(300)])
+    kp = KafkaProducer(bootstrap_servers=cluster.node(2).bootstrap, acks="all")
+    futures = [(f"kp-{i}", kp.send("dealt", key=f"kp-{i}".encode(), value=f"kp-{i}".encode()))
+               for i in range(300)]
+    for v, f in futures:
+        acked.append((v, f.get(timeout=30).partition))
+    kp.close()
+    assert len({p for _, p in acked}) == 12
+
+    # Every acknowledged record is read back once, where it was acked.
+    records = consume_all(cluster.node(1).bootstrap, "dealt", 12)
+    read = sorted((m.value().decode(), m.partition()) for m in records)
+    assert read == sorted(acked)
+
+
+def test_a_group_is_coordinated_by_the_node_its_key_belongs_to(cluster):
+    create_topic(cluster.node(1).bootstrap, "grouped", partitions=6)
+    acked = produce(cluster.node(1).bootstrap, "grouped", [str(i) for i in range(600)])
+    admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
+    # A group whose coordinator is not node 1, which the consumer
+    # bootstraps from.
+    group = None
+    for i in range(40):
+        g = f"readers-{i}"
+        d = admin.describe_consumer_groups([g])[g].result(10)
+        if d.coordinator.id != 1:
+            group, coordinator = g, d.coordinator.id
+            break
+    assert group is not None
+    c = Consumer({"bootstrap.servers": cluster.node(1).bootstrap, "group.id": group,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe(["grouped"])
+    got = []
+    deadline = time.time() + 60
+    while len(got) < len(acked) and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value().decode())
+    c.commit(asynchronous=False)
+    c.close()
+    assert sorted(got) == sorted(v for v, _ in acked)
+    d = admin.describe_consumer_groups([group])[group].result(10)
+    assert d.coordinator.id == coordinator
+    # The committed offsets are the coordinator's: any node's client reads them.
+    c = Consumer({"bootstrap.servers": cluster.node(3).bootstrap, "group.id": group})
+    committed = c.committed([TopicPartition("grouped", p) for p in range(6)], timeout=10)
+    c.close()
+    ends = {}
+    for _, p in acked:
+        ends[p] = ends.get(p, 0) + 1
+    assert {tp.partition: tp.offset for tp in committed} == {p: ends.get(p, 0) for p in range(6)}
+
+
+def test_the_controller_killed_a_new_one_takes_over_and_the_node_catches_up(cluster):
+    controller = cluster.await_brokers(3)
+    killed = cluster.node(controller)
+    rest = [n for n in cluster.nodes if n is not killed]
+    create_topic(rest[0].bootstrap, "before", partitions=6)
+    killed.kill()
+    began = time.time()
+    new = None
+    while time.time() - began < 15:
+        ids = {cluster.metadata(n).controller_id for n in rest}
+        if len(ids) == 1 and ids.pop() not in (-1, controller):
+            new = cluster.metadata(rest[0]).controller_id
+            break
+        time.sleep(0.05)
+    assert new is not None, "no new controller within 15 s"
+    # Metadata changes keep working with two of three voters.
+    create_topic(rest[1].bootstrap, "meanwhile", partitions=4)
+    assert set(leaders(cluster, rest[0], "meanwhile")) == {0, 1, 2, 3}
+    # The killed node is fenced once silent past its session timeout: no
+    # longer a broker, its partitions without a leader.
+    cluster.await_brokers(2, among=rest)
+    md = cluster.metadata(rest[0], "before")
+    without = [p for p in md.topics["before"].partitions.values() if p.leader == -1]
+    assert without and all(p.replicas == [controller] for p in without)
+    # Partitions on the living nodes take records meanwhile.
+    living = [p for p, leader in leaders(cluster, rest[0], "meanwhile").items() if leader > 0]
+    p = Producer({"bootstrap.servers": rest[0].bootstrap, "acks": "all"})
+    for part in living:
+        p.produce("meanwhile", value=b"x", partition=part)
+    assert p.flush(30) == 0
+
+    killed.start()
+    cluster.await_brokers(3)
+    # It learnt of the topic made while it was down, and serves its part.
+    assert leaders(cluster, killed, "meanwhile") == leaders(cluster, rest[0], "meanwhile")
+    acked = produce(killed.bootstrap, "meanwhile", [str(i) for i in range(100)])
+    assert len(acked) == 100
+
+
+def test_a_single_nodes_data_becomes_node_1_of_a_cluster(tmp_path):
+    single = Node(tmp_path / "node1", cores=1).start()
+    create_topic(single.bootstrap, "kept", partitions=3)
+    acked = produce(single.bootstrap, "kept", [str(i) for i in range(90)])
+    c = Consumer({"bootstrap.servers": single.bootstrap, "group.id": "old-readers",
+                  "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("kept", p, 5) for p in range(3)], asynchronous=False)
+    c.close()
+    single.stop()
+
+    cluster = Cluster(tmp_path)
+    cluster.nodes[0].data_dir = single.data_dir
+    cluster.start()
+    try:
+        for n in cluster.nodes:
+            assert leaders(cluster, n, "kept") == {0: 1, 1: 1, 2: 1}
+        records = consume_all(cluster.node(2).bootstrap, "kept", 3)
+        assert sorted(m.value().decode() for m in records) == sorted(v for v, _ in acked)
+        c = Consumer({"bootstrap.servers": cluster.node(3).bootstrap, "group.id": "old-readers"})
+        committed = c.committed([TopicPartition("kept", p) for p in range(3)], timeout=10)
+        c.close()
+        assert [tp.offset for tp in committed] == [5, 5, 5]
+        # New partitions go to the nodes leading fewest: node 1 leads 3.
+        create_topic(cluster.node(2).bootstrap, "new", partitions=3)
+        assert set(leaders(cluster, cluster.node(1), "new").values()) == {2, 3}
+        create_topic(cluster.node(3).bootstrap, "newer", partitions=6)
+        led = {}
+        for topic in ("kept", "new", "newer"):
+            for leader in leaders(cluster, cluster.node(1), topic).values():
+                led[leader] = led.get(leader, 0) + 1
+        assert led == {1: 4, 2: 4, 3: 4}
+    finally:
+        cluster.stop()
+
+
+def peer_call(port, body, refused=True):
+    """One frame to a node's peer port; the answer frame as JSON, or None
+    if the node closed the connection without one. A refused call's
+    connection is closed after the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack(">I", len(body)) + body)
+        head = s.recv(4, socket.MSG_WAITALL)
+        if len(head) < 4:
+            return None
+        n = struct.unpack(">I", head)[0]
+        data = b""
+        while len(data) < n:
+            chunk = s.recv(n - len(data))
+            assert chunk
+            data += chunk
+        if refused:
+            assert s.recv(1) == b""
+        return json.loads(data)
+
+
+def test_bad_input_on_the_peer_port_is_refused_and_logged(cluster):
+    n = cluster.node(2)
+    port = cluster.peer_ports[1]
+    garbage = peer_call(port, b"\x00\x01garbage")
+    assert "not a peer request" in garbage["Refused"]
+    stranger = peer_call(port, json.dumps({"from": 99, "call": "Heartbeat"}).encode())
+    assert "node 99 is not a member" in stranger["Refused"]
+    # A frame longer than any taken is refused before it is read.
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack(">I", 0xFFFFFFFF))
+        head = s.recv(4, socket.MSG_WAITALL)
+        answer = json.loads(s.recv(struct.unpack(">I", head)[0], socket.MSG_WAITALL))
+    assert "longer than" in answer["Refused"]
+    # Entries from a leader of a term long past are refused with the newer vote.
+    stale = {"from": 1, "call": {"Append": {
+        "vote": {"leader_id": {"term": 0, "node_id": 1}, "committed": True},
+        "prev_log_id": None, "entries": [], "leader_commit": None}}}
+    reply = peer_call(port, json.dumps(stale).encode(), refused=False)
+    assert "HigherVote" in json.dumps(reply["Append"]["Ok"])
+    assert n.await_log("refused entries from node 1")
+    assert n.await_log("node 99 is not a member")
+    # Nothing was lost: the node still serves, the cluster still changes.
+    create_topic(n.bootstrap, "still", partitions=3)
+    assert set(leaders(cluster, n, "still")) == {0, 1, 2}
+
+
+def test_a_replication_factor_above_the_live_nodes_is_refused(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
+    f = admin.create_topics([NewTopic("too-many", 1, 4)])["too-many"]
+    with pytest.raises(KafkaException) as e:
+        f.result(15)
+    assert e.value.args[0].code() == 38  # INVALID_REPLICATION_FACTOR
+    assert "live node" in e.value.args[0].str()
