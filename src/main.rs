@@ -419,17 +419,19 @@ fn cluster_config(args: &ServeArgs) -> Result<Option<weir_core::cluster::Cluster
         }
     }
     let own = voters.get(&(id as u64)).cloned();
-    if args.voters.is_some() && own.is_none() && args.peer_addr.is_none() {
+    if args.voters.is_some() && own.is_none() {
         return Err(format!(
-            "--node-id {id} is not among --voters: a voter lists itself (or use --join with --peer-addr)"
+            "--node-id {id} is not among --voters: a voter lists itself (a node that is not a voter joins with --join and --peer-addr)"
         ));
     }
-    let peer = args
+    // Where to listen; the others reach a voter at its --voters entry.
+    let listen = args
         .peer_addr
         .clone()
-        .or(own)
+        .or(own.clone())
         .ok_or("--peer-addr is needed: where this node listens for the others")?;
-    let peer_addr = resolve("--peer-addr", &peer)?;
+    let peer_addr = resolve("--peer-addr", &listen)?;
+    let peer = own.unwrap_or(listen);
     Ok(Some(weir_core::cluster::ClusterConfig {
         node_id: id,
         voters,

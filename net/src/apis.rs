@@ -81,6 +81,7 @@ apis! {
         DescribeUserScramCredentials => describe_user_scram_credentials,
         AlterUserScramCredentials => alter_user_scram_credentials,
         DescribeCluster => describe_cluster,
+        DescribeQuorum => describe_quorum,
         DescribeProducers => describe_producers,
         DescribeTransactions => describe_transactions,
         ListTransactions => list_transactions,

@@ -98,7 +98,7 @@ func startNode() (*node, error) {
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		n, err := startNodeOnce(bin)
+		n, err := startNodeOnce(bin, "2")
 		if err == nil {
 			return n, nil
 		}
@@ -107,7 +107,8 @@ func startNode() (*node, error) {
 	return nil, lastErr
 }
 
-func startNodeOnce(bin string) (*node, error) {
+// startNodeOnce starts a node with `cores` shards and the flags `extra`.
+func startNodeOnce(bin string, cores string, extra ...string) (*node, error) {
 	kport, err := freePort()
 	if err != nil {
 		return nil, err
@@ -128,14 +129,15 @@ func startNodeOnce(bin string) (*node, error) {
 		http:    fmt.Sprintf("127.0.0.1:%d", hport),
 		exited:  make(chan struct{}),
 	}
-	n.cmd = exec.Command(bin, "serve", dir,
+	args := []string{"serve", dir,
 		"--kafka", n.kafka,
 		"--addr", n.http,
-		"--cores", "2",
+		"--cores", cores,
 		// Kafka's default waits 3 s before a new group's first
 		// rebalance; the group tests would only wait longer.
 		"--group-initial-rebalance-delay-ms", "0",
-	)
+	}
+	n.cmd = exec.Command(bin, append(args, extra...)...)
 	n.cmd.Stdout = io.Discard
 	// If the test binary dies without stopping the node (a -timeout
 	// panic, a kill), the kernel kills the node too.

@@ -54,9 +54,15 @@ def test_the_images_settings_are_accepted(tmp_path):
 
 def test_the_compose_and_kubernetes_settings_are_accepted(tmp_path):
     compose = yaml.safe_load(read("compose.yaml"))
-    weir = compose["services"]["weir"]
-    accepted({**dockerfile_env(), **weir["environment"]}, tmp_path)
-    assert weir["ulimits"]["memlock"] == -1
+    nodes = {name: s for name, s in compose["services"].items() if name.startswith("weir")}
+    # Three voters, each listed at its service's name, each its own id.
+    assert sorted(nodes) == ["weir1", "weir2", "weir3"]
+    for i, (name, weir) in enumerate(sorted(nodes.items())):
+        env = weir["environment"]
+        assert env["WEIR_NODE_ID"] == str(i + 1)
+        assert env["WEIR_VOTERS"] == "1@weir1:9093,2@weir2:9093,3@weir3:9093"
+        accepted({**dockerfile_env(), **env}, tmp_path / name)
+        assert weir["ulimits"]["memlock"] == -1
     for service in compose["services"].values():
         for volume in service.get("volumes", []):
             source = volume.split(":")[0]
@@ -65,7 +71,17 @@ def test_the_compose_and_kubernetes_settings_are_accepted(tmp_path):
     docs = list(yaml.safe_load_all(read("kubernetes.yaml")))
     sts = next(d for d in docs if d["kind"] == "StatefulSet")
     container = sts["spec"]["template"]["spec"]["containers"][0]
-    accepted({e["name"]: e["value"] for e in container["env"]}, tmp_path)
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert sts["spec"]["replicas"] == 3
+    assert env["WEIR_VOTERS"] == "1@weir-0.weir:9093,2@weir-1.weir:9093,3@weir-2.weir:9093"
+    # The command gives pod weir-N node id N+1 (run with `echo` for weir).
+    for ordinal in range(3):
+        script = container["command"][2].replace("exec weir", "exec echo")
+        out = subprocess.run(["sh", "-c", script], env={"HOSTNAME": f"weir-{ordinal}"},
+                             capture_output=True, text=True, timeout=10)
+        assert out.stdout.split() == ["serve", "--node-id", str(ordinal + 1), "--kafka-advertise",
+                                      f"weir-{ordinal}.weir:9092"], out
+    accepted(env, tmp_path)
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     mount = container["volumeMounts"][0]
     assert mount["mountPath"] == "/var/lib/weir"

@@ -17,7 +17,7 @@ use super::Inner;
 use crate::catalog::{Catalog, ClusterNode};
 
 impl Inner {
-    fn not_controller(&self) -> Refusal {
+    pub(super) fn not_controller(&self) -> Refusal {
         let m = self.raft.metrics().borrow().clone();
         let leader = m.current_leader.and_then(|l| {
             m.membership_config

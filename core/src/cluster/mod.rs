@@ -37,6 +37,29 @@ use types::{Applied, Command, Meta};
 /// How long a proposal may wait for a controller before it fails.
 const PROPOSE_WITHIN: Duration = Duration::from_secs(15);
 
+/// The metadata quorum as its leader sees it (DescribeQuorum).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct QuorumView {
+    pub leader: i32,
+    /// The leader's term.
+    pub epoch: i32,
+    /// The last index the leader applied (committed).
+    pub high_watermark: i64,
+    pub voters: Vec<ReplicaView>,
+    /// Members that do not vote (nodes that joined).
+    pub observers: Vec<ReplicaView>,
+}
+
+/// One member of the quorum.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ReplicaView {
+    pub id: i32,
+    /// The index after the last entry it holds (-1: unknown).
+    pub log_end: i64,
+    /// Whether it holds everything the leader does.
+    pub caught_up: bool,
+}
+
 /// A node's place in a cluster (`weir serve --node-id … --voters …`).
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
@@ -99,6 +122,18 @@ impl Control {
     /// A receiver of each catalog the quorum applies here.
     pub fn catalogs(&self) -> watch::Receiver<Arc<Catalog>> {
         self.inner.catalogs.clone()
+    }
+
+    /// The quorum as the controller sees it (asked of it if it is
+    /// another node). Callable from a shard.
+    pub async fn describe_quorum(&self) -> Result<QuorumView, KafkaError> {
+        let inner = self.inner.clone();
+        let (tx, rx) = futures::channel::oneshot::channel();
+        self.inner.rt.spawn(async move {
+            let _ = tx.send(inner.describe_quorum().await);
+        });
+        rx.await
+            .map_err(|_| KafkaError::new(ErrorCode::NotController, "the control plane stopped"))?
     }
 
     /// Proposes `cmd` to the controller (wherever it is) and waits until
@@ -178,6 +213,62 @@ impl Inner {
                 PROPOSE_WITHIN.as_secs()
             ),
         ))
+    }
+
+    async fn describe_quorum(&self) -> Result<QuorumView, KafkaError> {
+        let refusal = match self.quorum_here() {
+            Ok(v) => return Ok(v),
+            Err(r) => r,
+        };
+        let unknown = |why: String| KafkaError::new(ErrorCode::NotController, why);
+        let Some((_, addr)) = refusal.leader else {
+            return Err(unknown("no controller is elected".into()));
+        };
+        let mut link = peer::Link::new(self.id, addr);
+        match link.call(peer::Call::Quorum, Duration::from_secs(5)).await {
+            Ok(peer::Reply::Quorum(Ok(v))) => Ok(v),
+            Ok(peer::Reply::Quorum(Err(r))) => Err(unknown(r.why)),
+            Ok(other) => Err(unknown(format!("the controller answered {other:?}"))),
+            Err(e) => Err(unknown(e)),
+        }
+    }
+
+    /// The quorum, if this node leads it.
+    fn quorum_here(&self) -> Result<QuorumView, peer::Refusal> {
+        let m = self.raft.metrics().borrow().clone();
+        if m.current_leader != Some(self.id) {
+            return Err(self.not_controller());
+        }
+        let last = m.last_log_index.map_or(0, |i| i as i64 + 1);
+        let matched = m.replication.unwrap_or_default();
+        let view = |id: u64| {
+            let log_end = match id == self.id {
+                true => last,
+                false => matched
+                    .get(&id)
+                    .copied()
+                    .flatten()
+                    .map_or(-1, |l| l.index as i64 + 1),
+            };
+            ReplicaView {
+                id: id as i32,
+                log_end,
+                caught_up: log_end == last,
+            }
+        };
+        let membership = m.membership_config.membership();
+        let voters: Vec<u64> = membership.voter_ids().collect();
+        Ok(QuorumView {
+            leader: self.id as i32,
+            epoch: m.current_term as i32,
+            high_watermark: m.last_applied.map_or(0, |l| l.index as i64 + 1),
+            voters: voters.iter().map(|id| view(*id)).collect(),
+            observers: membership
+                .learner_ids()
+                .filter(|id| !voters.contains(id))
+                .map(view)
+                .collect(),
+        })
     }
 
     /// Writes `cmd` if this node is the controller (a proposal carried

@@ -48,6 +48,8 @@ pub enum Call {
     },
     /// A node says it is alive (to the controller).
     Heartbeat,
+    /// The quorum as the controller sees it (DescribeQuorum).
+    Quorum,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -58,6 +60,7 @@ pub enum Reply {
     /// What the proposal applied as, and the log index it is at.
     Written(Result<(Applied, u64), Refusal>),
     Done(Result<(), Refusal>),
+    Quorum(Result<super::QuorumView, Refusal>),
     /// The request was not taken: why.
     Refused(String),
 }

@@ -101,5 +101,6 @@ async fn answer(inner: &Inner, req: Request) -> Result<Reply, String> {
         Call::Write(cmd) => Reply::Written(inner.write_here(cmd).await),
         Call::Join { addr } => Reply::Done(inner.add_learner(from, addr).await),
         Call::Heartbeat => Reply::Done(inner.heard_from(from)),
+        Call::Quorum => Reply::Quorum(inner.quorum_here()),
     })
 }

@@ -101,6 +101,16 @@ pub fn refusal(shard: &Shard, caller: &Caller, body: &RequestKind) -> Option<Res
                     )))),
             )
         }
+        RequestKind::DescribeQuorum(_) if !cluster(Operation::Describe) => {
+            ResponseKind::DescribeQuorum(
+                DescribeQuorumResponse::default()
+                    .with_error_code(CLUSTER_DENIED)
+                    .with_error_message(Some(super::str(&format!(
+                        "{} may not describe the cluster",
+                        caller.principal
+                    )))),
+            )
+        }
         _ => return None,
     })
 }

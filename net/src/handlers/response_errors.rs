@@ -63,6 +63,13 @@ fn visit(body: &ResponseKind, f: &mut impl FnMut(i16)) {
         R::CreatePartitions(r) => r.results.iter().for_each(|t| f(t.error_code)),
         R::DescribeConfigs(r) => r.results.iter().for_each(|t| f(t.error_code)),
         R::DescribeCluster(r) => f(r.error_code),
+        R::DescribeQuorum(r) => {
+            f(r.error_code);
+            r.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| f(p.error_code));
+        }
         R::FindCoordinator(r) => {
             f(r.error_code);
             r.coordinators.iter().for_each(|c| f(c.error_code));

@@ -27,10 +27,15 @@ public final class WeirNode implements AutoCloseable {
     public final int httpPort;
 
     public static WeirNode start(String... extra) throws Exception {
-        return new WeirNode(extra);
+        return new WeirNode(2, extra);
     }
 
-    private WeirNode(String... extra) throws Exception {
+    /** A node with `cores` shards. */
+    public static WeirNode startWithCores(int cores, String... extra) throws Exception {
+        return new WeirNode(cores, extra);
+    }
+
+    private WeirNode(int cores, String... extra) throws Exception {
         kafkaPort = freePort();
         httpPort = freePort();
         dataDir = Files.createTempDirectory(Paths.get(targetDir()), "weir-node-");
@@ -38,7 +43,7 @@ public final class WeirNode implements AutoCloseable {
                 binary(), "serve", dataDir.toString(),
                 "--kafka", "127.0.0.1:" + kafkaPort,
                 "--addr", "127.0.0.1:" + httpPort,
-                "--cores", "2"));
+                "--cores", Integer.toString(cores)));
         cmd.addAll(List.of(extra));
         process = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         CountDownLatch serving = new CountDownLatch(1);
@@ -112,7 +117,7 @@ public final class WeirNode implements AutoCloseable {
         return dir.toString();
     }
 
-    private static int freePort() throws IOException {
+    static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0)) {
             return s.getLocalPort();
         }

@@ -1,0 +1,127 @@
+package weirgo
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// startCluster starts `size` nodes making one cluster (one shard each,
+// unpinned so they share the machine's cores) and waits until every node
+// names all of them as brokers. The nodes are stopped when the test ends.
+func startCluster(t *testing.T, size int) []*node {
+	t.Helper()
+	bin, err := weirBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	voters := make([]string, size)
+	for i := range voters {
+		p, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		voters[i] = fmt.Sprintf("%d@127.0.0.1:%d", i+1, p)
+	}
+	var nodes []*node
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if err := n.stop(); err != nil {
+				t.Errorf("stopping a node: %v", err)
+			}
+		}
+		if t.Failed() {
+			for i, n := range nodes {
+				t.Logf("---- node %d log ----\n%s", i+1, n.logText())
+			}
+		}
+	})
+	for i := 0; i < size; i++ {
+		n, err := startNodeOnce(bin, "1", "--node-id", fmt.Sprint(i+1),
+			"--voters", strings.Join(voters, ","), "--cpus", "none")
+		if err != nil {
+			t.Fatalf("starting node %d: %v", i+1, err)
+		}
+		nodes = append(nodes, n)
+	}
+	for _, n := range nodes {
+		adm := kadm.NewClient(clientOf(t, n))
+		eventually(t, 30*time.Second, "every node names all brokers", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			md, err := adm.BrokerMetadata(ctx)
+			if err != nil {
+				return err
+			}
+			if len(md.Brokers) != size || md.Controller < 1 {
+				return fmt.Errorf("%s names brokers %v, controller %d", n.kafka, md.Brokers.NodeIDs(), md.Controller)
+			}
+			return nil
+		})
+	}
+	return nodes
+}
+
+// clientOf is a kgo client bootstrapped from one node.
+func clientOf(t *testing.T, n *node, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(n.kafka)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// TestClusterProduceConsume: a topic dealt over three nodes, produced to
+// through one (idempotently: producer ids come from the metadata quorum)
+// and read by a group through another; every record acknowledged is read.
+func TestClusterProduceConsume(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxFor(t, 90*time.Second)
+	adm := kadm.NewClient(clientOf(t, nodes[2]))
+	topic := name("cluster")
+	if _, err := adm.CreateTopic(ctx, 12, 1, nil, topic); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	td, err := kadm.NewClient(clientOf(t, nodes[0])).ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := map[int32]int{}
+	for _, p := range td[topic].Partitions {
+		led[p.Leader]++
+	}
+	if len(led) != 3 || led[1] != 4 || led[2] != 4 || led[3] != 4 {
+		t.Fatalf("partitions led per node: %v, want 4 each on 1, 2, 3", led)
+	}
+
+	producer := clientOf(t, nodes[1], kgo.DefaultProduceTopic(topic))
+	var want []string
+	for i := 0; i < 600; i++ {
+		v := fmt.Sprintf("v%d", i)
+		r := &kgo.Record{Key: []byte(v), Value: []byte(v)}
+		if err := producer.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("producing %s: %v", v, err)
+		}
+		want = append(want, v)
+	}
+
+	consumer := clientOf(t, nodes[0], kgo.ConsumeTopics(topic), kgo.ConsumerGroup(name("readers")),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []string
+	for _, r := range consumeN(t, ctx, consumer, len(want)) {
+		got = append(got, string(r.Value))
+	}
+	sort.Strings(want)
+	sort.Strings(got)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("read %d records, want the %d produced", len(got), len(want))
+	}
+}

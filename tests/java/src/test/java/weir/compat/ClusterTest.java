@@ -1,0 +1,120 @@
+package weir.compat;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.QuorumInfo;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Kafka's Java clients against a cluster of three nodes (one shard each,
+ * unpinned): admin through any node, the metadata quorum described, an
+ * idempotent producer through one node and a group through another.
+ */
+class ClusterTest {
+    static final List<WeirNode> nodes = new ArrayList<>();
+
+    @BeforeAll
+    static void startCluster() throws Exception {
+        List<String> voters = new ArrayList<>();
+        for (int i = 1; i <= 3; i++) {
+            voters.add(i + "@127.0.0.1:" + WeirNode.freePort());
+        }
+        for (int i = 1; i <= 3; i++) {
+            nodes.add(WeirNode.startWithCores(1, "--node-id", Integer.toString(i),
+                    "--voters", String.join(",", voters), "--cpus", "none"));
+        }
+        for (WeirNode n : nodes) {
+            try (Admin admin = Admin.create(n.props())) {
+                Wait.until(() -> {
+                    try {
+                        var c = admin.describeCluster();
+                        return c.nodes().get().size() == 3 && c.controller().get().id() > 0;
+                    } catch (Exception e) {
+                        return false;
+                    }
+                }, Duration.ofSeconds(30), n.bootstrap() + " names three brokers and a controller");
+            }
+        }
+    }
+
+    @AfterAll
+    static void stopCluster() throws Exception {
+        for (WeirNode n : nodes) {
+            n.close();
+        }
+    }
+
+    @Test
+    void theMetadataQuorumIsDescribedFromAnyNode() throws Exception {
+        for (WeirNode n : nodes) {
+            try (Admin admin = Admin.create(n.props())) {
+                QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get();
+                Set<Integer> voters = q.voters().stream().map(QuorumInfo.ReplicaState::replicaId)
+                        .collect(Collectors.toSet());
+                assertEquals(Set.of(1, 2, 3), voters);
+                assertTrue(voters.contains(q.leaderId()), "the leader is a voter: " + q);
+                assertTrue(q.highWatermark() > 0, q.toString());
+                int controller = admin.describeCluster().controller().get().id();
+                assertEquals(controller, q.leaderId());
+            }
+        }
+    }
+
+    @Test
+    void aTopicDealtOverTheNodesIsProducedAndConsumedThroughAnyOfThem() throws Exception {
+        try (Admin admin = Admin.create(nodes.get(2).props())) {
+            admin.createTopics(List.of(new NewTopic("java-cluster", 12, (short) 1))).all().get();
+        }
+        Map<Integer, Integer> led = new HashMap<>();
+        try (Admin admin = Admin.create(nodes.get(0).props())) {
+            var d = admin.describeTopics(List.of("java-cluster")).allTopicNames().get().get("java-cluster");
+            for (var p : d.partitions()) {
+                Node leader = p.leader();
+                led.merge(leader.id(), 1, Integer::sum);
+            }
+        }
+        assertEquals(Map.of(1, 4, 2, 4, 3, 4), led);
+
+        var pp = nodes.get(1).props("acks", "all", "enable.idempotence", "true");
+        pp.put("key.serializer", StringSerializer.class.getName());
+        pp.put("value.serializer", StringSerializer.class.getName());
+        Set<String> sent = new HashSet<>();
+        try (var producer = new KafkaProducer<String, String>(pp)) {
+            for (int i = 0; i < 600; i++) {
+                String v = "j" + i;
+                producer.send(new ProducerRecord<>("java-cluster", v, v)).get();
+                sent.add(v);
+            }
+        }
+        var cp = nodes.get(0).props("group.id", "java-cluster-readers", "auto.offset.reset", "earliest");
+        cp.put("key.deserializer", StringDeserializer.class.getName());
+        cp.put("value.deserializer", StringDeserializer.class.getName());
+        Set<String> read = new HashSet<>();
+        try (var consumer = new KafkaConsumer<String, String>(cp)) {
+            consumer.subscribe(List.of("java-cluster"));
+            Wait.polling(List.of(consumer), () -> read.size() == sent.size(), "every record read",
+                    r -> read.add(r.value()));
+            consumer.commitSync();
+        }
+        assertEquals(sent, read);
+    }
+}
