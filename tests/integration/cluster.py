@@ -10,27 +10,40 @@ from conftest import Node, free_port
 
 
 class Cluster:
-    def __init__(self, base_dir, size=3, extra=()):
+    """`hosts`: each node's own loopback address (all its ports there, and
+    its calls to other nodes leave from it), so rules on address pairs cut
+    nodes apart; default: all on 127.0.0.1."""
+
+    def __init__(self, base_dir, size=3, extra=(), env=None, hosts=None):
+        self.hosts = hosts or ["127.0.0.1"] * size
         self.peer_ports = [free_port() for _ in range(size)]
-        self.voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.peer_ports))
+        self.voters = ",".join(f"{i + 1}@{self.hosts[i]}:{p}" for i, p in enumerate(self.peer_ports))
         self.nodes = []
         for i in range(size):
-            self.nodes.append(Node(base_dir / f"node{i + 1}", cores=1,
+            self.nodes.append(Node(base_dir / f"node{i + 1}", cores=1, host=self.hosts[i],
                                    extra=["--node-id", str(i + 1), "--voters", self.voters,
                                           "--cpus", "none", "--node-session-timeout-ms", "3000",
-                                          *extra]))
+                                          *extra], env=env))
+        # free_port() frees what it found: two picks may meet. Pick again
+        # until every port of the cluster is its own.
+        while len(set(self.ports())) < len(self.ports()):
+            for n in self.nodes:
+                n.kafka_port, n.http_port = free_port(), free_port()
+
+    def ports(self):
+        return self.peer_ports + [p for n in self.nodes for p in (n.kafka_port, n.http_port)]
 
     def node(self, node_id):
         return self.nodes[node_id - 1]
 
-    def start(self):
+    def start(self, **conf):
         for n in self.nodes:
             n.spawn()
         for n in self.nodes:
             n.ready.wait(30)
             if n.proc.poll() is not None or not any("weir serving" in line for line in n.log):
                 raise RuntimeError("weir did not start:\n" + "".join(n.log))
-        self.await_brokers(len(self.nodes))
+        self.await_brokers(len(self.nodes), **conf)
         return self
 
     def stop(self):
@@ -38,13 +51,14 @@ class Cluster:
             if n.proc and n.proc.poll() is None:
                 n.kill()
 
-    def metadata(self, node, topic=None):
-        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    def metadata(self, node, topic=None, **conf):
+        admin = AdminClient({"bootstrap.servers": node.bootstrap, **conf})
         return admin.list_topics(topic=topic, timeout=10)
 
-    def await_brokers(self, count, among=None, timeout=30):
+    def await_brokers(self, count, among=None, timeout=30, **conf):
         """Waits until every node of `among` (default: all) names `count`
-        brokers and a controller in its Metadata; returns the controller."""
+        brokers and a controller in its Metadata (asked with the client
+        settings `conf`); returns the controller."""
         among = among or self.nodes
         deadline = time.time() + timeout
         seen = None
@@ -52,7 +66,7 @@ class Cluster:
             seen = []
             for n in among:
                 try:
-                    md = self.metadata(n)
+                    md = self.metadata(n, **conf)
                 except KafkaException as e:
                     seen.append((str(e), -1))
                     continue
@@ -61,3 +75,39 @@ class Cluster:
                 return seen[0][1]
             time.sleep(0.1)
         raise AssertionError(f"brokers and controllers seen: {seen}")
+
+
+class Partition:
+    """Cuts nodes apart with nftables: packets between the addresses of
+    `side` and those of every other node are dropped (both ways), until
+    `heal`. Client traffic (from 127.0.0.1) still reaches every node. The
+    table is the test's own and removed on heal."""
+
+    def __init__(self, cluster, side):
+        import os
+        self.table = f"weir_partition_{os.getpid()}"
+        inside = {cluster.hosts[n - 1] for n in side}
+        outside = set(cluster.hosts) - inside
+        assert inside and outside and "127.0.0.1" not in inside | outside
+        a, b = "{ " + ", ".join(sorted(inside)) + " }", "{ " + ", ".join(sorted(outside)) + " }"
+        self.rules = f"""
+table inet {self.table} {{
+    chain output {{
+        type filter hook output priority 0; policy accept;
+        ip saddr {a} ip daddr {b} drop
+        ip saddr {b} ip daddr {a} drop
+    }}
+}}
+"""
+
+    def __enter__(self):
+        import subprocess
+        subprocess.run(["nft", "-f", "-"], input=self.rules, text=True, check=True, timeout=10)
+        return self
+
+    def heal(self):
+        import subprocess
+        subprocess.run(["nft", "delete", "table", "inet", self.table], capture_output=True, timeout=10)
+
+    def __exit__(self, *exc):
+        self.heal()

@@ -31,8 +31,10 @@ NODES = []
 class Node:
     """`ca`: the authority of the node's --tls-cert, for HTTPS to --addr."""
 
-    def __init__(self, data_dir, cores=2, extra=(), env=None, ca=None):
+    def __init__(self, data_dir, cores=2, extra=(), env=None, ca=None, host="127.0.0.1"):
         NODES.append(self)
+        # Its Kafka and HTTP addresses' host (any of 127/8 is this machine).
+        self.host = host
         self.data_dir = str(data_dir)
         self.ca = ca
         self.cores = cores
@@ -46,12 +48,12 @@ class Node:
 
     @property
     def bootstrap(self):
-        return f"127.0.0.1:{self.kafka_port}"
+        return f"{self.host}:{self.kafka_port}"
 
     @property
     def http(self):
         scheme = "https" if self.ca else "http"
-        return f"{scheme}://127.0.0.1:{self.http_port}"
+        return f"{scheme}://{self.host}:{self.http_port}"
 
     def urlopen(self, request, timeout=30):
         """urllib's urlopen, trusting the node's authority over HTTPS."""
@@ -64,7 +66,7 @@ class Node:
         """Starts the process and returns at once; `self.ready` is set when
         the node logs that it serves (or its stderr ends)."""
         cmd = [WEIR, "serve", self.data_dir, "--kafka", self.bootstrap,
-               "--addr", f"127.0.0.1:{self.http_port}", "--cores", str(self.cores), *self.extra]
+               "--addr", f"{self.host}:{self.http_port}", "--cores", str(self.cores), *self.extra]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                                      env=self.env)
         ready = self.ready = threading.Event()

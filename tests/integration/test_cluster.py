@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster import Cluster
+from cluster import Cluster, Partition
 from conftest import Node, consume_all, create_topic
 
 
@@ -231,6 +231,65 @@ def test_bad_input_on_the_peer_port_is_refused_and_logged(cluster):
     assert set(leaders(cluster, n, "still")) == {0, 1, 2}
 
 
+def test_users_and_grants_made_on_one_node_sign_in_on_another(tmp_path):
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    from test_security import ADMIN, TOKENS, sasl, sql
+    cluster = Cluster(tmp_path, env=TOKENS)
+    admin_conf = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                  "sasl.username": "admin", "sasl.password": ADMIN}
+    cluster.start(**admin_conf)
+    try:
+        one, two, three = cluster.nodes
+        admin3 = AdminClient(sasl(three, "admin", ADMIN))
+        admin3.create_topics([NewTopic("billing", 6, 1)])["billing"].result(15)
+        assert sql(one, "CREATE USER erin WITH PASSWORD 'unused'", token=ADMIN)[0] == 200
+        assert sql(one, 'GRANT INSERT ON "billing" TO erin', token=ADMIN)[0] == 200
+        up = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
+                                          b"s3cret")
+        admin2 = AdminClient(sasl(two, "admin", ADMIN))
+        for f in admin2.alter_user_scram_credentials([up]).values():
+            assert f.result(15) is None
+        # Erin signs in on node 3 and on every leader of the topic's
+        # partitions (all three nodes), and writes to each.
+        acked = produce(three.bootstrap, "billing", [str(i) for i in range(60)],
+                        **{k: v for k, v in sasl(three, "erin", "s3cret", "SCRAM-SHA-256").items()
+                           if k != "bootstrap.servers"})
+        assert {p for _, p in acked} == set(range(6))
+        # Erin may not read: refused on whichever node is asked.
+        c = Consumer({**sasl(two, "erin", "s3cret", "SCRAM-SHA-256"), "group.id": "erin"})
+        c.assign([TopicPartition("billing", 0, 0)])
+        m = c.poll(10)
+        c.close()
+        assert m is not None and m.error() is not None
+        assert m.error().code() in (29, 30), m.error()  # TOPIC_/GROUP_AUTHORIZATION_FAILED
+    finally:
+        cluster.stop()
+
+
+def test_the_controller_paused_a_new_one_takes_over_and_it_rejoins(cluster):
+    import signal
+    controller = cluster.await_brokers(3)
+    paused = cluster.node(controller)
+    rest = [n for n in cluster.nodes if n is not paused]
+    paused.proc.send_signal(signal.SIGSTOP)
+    try:
+        began = time.time()
+        new = None
+        while time.time() - began < 15:
+            ids = {cluster.metadata(n).controller_id for n in rest}
+            if len(ids) == 1 and (i := ids.pop()) not in (-1, controller):
+                new = i
+                break
+            time.sleep(0.05)
+        assert new is not None, "no new controller within 15 s"
+        create_topic(rest[0].bootstrap, "while-paused", partitions=2)
+    finally:
+        paused.proc.send_signal(signal.SIGCONT)
+    # Back, the old controller follows the new one and learns what it missed.
+    assert cluster.await_brokers(3) == new
+    assert set(leaders(cluster, paused, "while-paused")) == {0, 1}
+
+
 def test_a_replication_factor_above_the_live_nodes_is_refused(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
     f = admin.create_topics([NewTopic("too-many", 1, 4)])["too-many"]
@@ -238,3 +297,75 @@ def test_a_replication_factor_above_the_live_nodes_is_refused(cluster):
         f.result(15)
     assert e.value.args[0].code() == 38  # INVALID_REPLICATION_FACTOR
     assert "live node" in e.value.args[0].str()
+
+
+class LiveProducer:
+    """Produces (acks=all, idempotent) from a thread of its own until
+    stopped, keeping what was acknowledged: a client that stays across the
+    faults, as users' do."""
+
+    def __init__(self, bootstrap, topic):
+        import threading
+        self.acked, self.failed = [], []
+        self.stopping = threading.Event()
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 5})
+        self.thread = threading.Thread(target=self.run, args=(topic,), daemon=True)
+        self.thread.start()
+
+    def run(self, topic):
+        i = 0
+        while not self.stopping.is_set():
+            v = f"live-{i}"
+            self.producer.produce(topic, value=v, on_delivery=self.done)
+            self.producer.poll(0.005)
+            i += 1
+
+    def done(self, err, msg):
+        if err:
+            self.failed.append(err)
+        else:
+            self.acked.append(msg.value().decode())
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(10)
+        assert self.producer.flush(60) == 0
+        return self.acked
+
+
+def test_a_controller_cut_off_from_the_others_loses_nothing_acknowledged(tmp_path):
+    """Jepsen's way: the controller is cut off from both other nodes (an
+    nftables partition) while a producer writes; the majority elects a new
+    controller and keeps changing metadata; the cut-off node is fenced.
+    Healed, all agree again, and every record and every topic acknowledged
+    is there."""
+    cluster = Cluster(tmp_path, hosts=["127.0.0.11", "127.0.0.12", "127.0.0.13"]).start()
+    try:
+        create_topic(cluster.node(1).bootstrap, "jepsen", partitions=6)
+        controller = cluster.await_brokers(3)
+        rest = [n for n in cluster.nodes if n is not cluster.node(controller)]
+        live = LiveProducer(rest[0].bootstrap, "jepsen")
+        with Partition(cluster, [controller]) as cut:
+            # The majority elects another controller and fences the cut-off
+            # node (its heartbeats no longer arrive).
+            new = cluster.await_brokers(2, among=rest, timeout=20)
+            assert new != controller
+            create_topic(rest[1].bootstrap, "during-the-cut", partitions=3)
+            assert set(leaders(cluster, rest[0], "during-the-cut").values()) <= {n for n in (1, 2, 3)
+                                                                               if n != controller}
+            cut.heal()
+        # Healed: everyone names the same controller and all three brokers,
+        # and the cut-off node learnt what was made meanwhile.
+        cluster.await_brokers(3, timeout=30)
+        back = cluster.node(controller)
+        assert leaders(cluster, back, "during-the-cut") == leaders(cluster, rest[0], "during-the-cut")
+        acked = live.stop()
+        assert len(acked) > 0 and live.failed == []
+        read = [m.value().decode() for m in consume_all(rest[1].bootstrap, "jepsen", 6, timeout=60)]
+        missing = set(acked) - set(read)
+        assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+        # Idempotent: none written twice.
+        assert len(read) == len(set(read))
+    finally:
+        cluster.stop()

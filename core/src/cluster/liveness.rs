@@ -160,7 +160,7 @@ async fn propose_until_done(inner: Arc<Inner>, cmd: Command, what: &'static str)
 async fn join(inner: &Inner, mut addr: String) {
     let peer_addr = inner.config.peer_advertised.clone();
     loop {
-        let mut link = Link::new(inner.id, addr.clone());
+        let mut link = Link::new(inner.caller(), addr.clone());
         let r = link
             .call(
                 Call::Join {
@@ -204,7 +204,7 @@ async fn heartbeats(inner: Arc<Inner>) {
             continue;
         };
         if link.as_ref().map(|(l, _)| *l) != Some(leader) {
-            link = Some((leader, Link::new(inner.id, addr)));
+            link = Some((leader, Link::new(inner.caller(), addr)));
         }
         let (_, l) = link.as_mut().expect("made");
         if let Err(e) = l

@@ -163,7 +163,7 @@ impl Inner {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     };
-                    let mut link = peer::Link::new(self.id, node.addr.clone());
+                    let mut link = peer::Link::new(self.caller(), node.addr.clone());
                     match link
                         .call(peer::Call::Write(cmd.clone()), Duration::from_secs(5))
                         .await
@@ -224,13 +224,17 @@ impl Inner {
         let Some((_, addr)) = refusal.leader else {
             return Err(unknown("no controller is elected".into()));
         };
-        let mut link = peer::Link::new(self.id, addr);
+        let mut link = peer::Link::new(self.caller(), addr);
         match link.call(peer::Call::Quorum, Duration::from_secs(5)).await {
             Ok(peer::Reply::Quorum(Ok(v))) => Ok(v),
             Ok(peer::Reply::Quorum(Err(r))) => Err(unknown(r.why)),
             Ok(other) => Err(unknown(format!("the controller answered {other:?}"))),
             Err(e) => Err(unknown(e)),
         }
+    }
+
+    fn caller(&self) -> peer::Caller {
+        peer::Caller::new(self.id, self.config.peer_addr)
     }
 
     /// The quorum, if this node leads it.
@@ -363,16 +367,23 @@ pub fn start(
                     }
                 };
                 let id = config.node_id as u64;
-                let raft =
-                    match Raft::new(id, raft_config, network::Network { from: id }, log, machine)
-                        .await
-                    {
-                        Ok(r) => r,
-                        Err(e) => {
-                            let _ = tx.send(Err(format!("cannot start the metadata quorum: {e}")));
-                            return;
-                        }
-                    };
+                let raft = match Raft::new(
+                    id,
+                    raft_config,
+                    network::Network {
+                        from: peer::Caller::new(id, config.peer_addr),
+                    },
+                    log,
+                    machine,
+                )
+                .await
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("cannot start the metadata quorum: {e}")));
+                        return;
+                    }
+                };
                 let inner = Arc::new(Inner {
                     rt: tokio::runtime::Handle::current(),
                     raft,

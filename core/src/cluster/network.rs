@@ -18,8 +18,8 @@ use super::types::Meta;
 
 /// Makes a `PeerClient` for each node Raft talks to.
 pub struct Network {
-    /// This node's id (each call says who sends it).
-    pub from: u64,
+    /// This node (each call says who sends it).
+    pub from: super::peer::Caller,
 }
 
 pub struct PeerClient {

@@ -101,16 +101,35 @@ pub async fn write_frame(s: &mut TcpStream, body: &[u8]) -> std::io::Result<()> 
     s.write_all(&out).await
 }
 
+/// Who calls: a node's id, and the address its calls leave from (its
+/// peer address's, unless it listens on every address) so the others see
+/// each node's traffic come from where it listens.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub id: u64,
+    pub source: Option<std::net::IpAddr>,
+}
+
+impl Caller {
+    pub fn new(id: u64, listen: std::net::SocketAddr) -> Caller {
+        let ip = listen.ip();
+        Caller {
+            id,
+            source: (!ip.is_unspecified()).then_some(ip),
+        }
+    }
+}
+
 /// One node's connection to another, made on first use and made again
 /// after an error.
 pub struct Link {
     addr: String,
-    from: u64,
+    from: Caller,
     stream: Option<TcpStream>,
 }
 
 impl Link {
-    pub fn new(from: u64, addr: String) -> Link {
+    pub fn new(from: Caller, addr: String) -> Link {
         Link {
             addr,
             from,
@@ -118,10 +137,26 @@ impl Link {
         }
     }
 
+    async fn connect(&self) -> std::io::Result<TcpStream> {
+        let Some(source) = self.from.source else {
+            return TcpStream::connect(&self.addr).await;
+        };
+        let to = tokio::net::lookup_host(&self.addr)
+            .await?
+            .find(|a| a.is_ipv4() == source.is_ipv4())
+            .ok_or_else(|| std::io::Error::other("no address of the same family"))?;
+        let socket = match source {
+            std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        socket.bind(std::net::SocketAddr::new(source, 0))?;
+        socket.connect(to).await
+    }
+
     /// Makes one call, within `ttl`.
     pub async fn call(&mut self, call: Call, ttl: Duration) -> Result<Reply, String> {
         let req = serde_json::to_vec(&Request {
-            from: self.from,
+            from: self.from.id,
             call,
         })
         .map_err(|e| e.to_string())?;
@@ -138,9 +173,7 @@ impl Link {
 
     async fn exchange(&mut self, req: &[u8]) -> Result<Reply, String> {
         if self.stream.is_none() {
-            let s = TcpStream::connect(&self.addr)
-                .await
-                .map_err(|e| e.to_string())?;
+            let s = self.connect().await.map_err(|e| e.to_string())?;
             let _ = s.set_nodelay(true);
             self.stream = Some(s);
         }
