@@ -290,6 +290,50 @@ def test_the_controller_paused_a_new_one_takes_over_and_it_rejoins(cluster):
     assert set(leaders(cluster, paused, "while-paused")) == {0, 1}
 
 
+def registry(node, method, path, body=None):
+    import urllib.request
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(node.http + path, data=data, method=method,
+                                 headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    with node.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def test_the_schema_registry_answers_on_every_node(cluster):
+    # Each node registers a subject: the first makes the registry's topic
+    # (placed on some node), and every node's request is answered there.
+    ids = {}
+    for n in cluster.nodes:
+        schema = {"type": "record", "name": f"r{n.kafka_port}", "fields": [{"name": "a", "type": "int"}]}
+        ids[n.kafka_port] = registry(n, "POST", f"/subjects/s-{n.kafka_port}/versions",
+                                     {"schema": json.dumps(schema)})["id"]
+    assert sorted(ids.values()) == [1, 2, 3]
+    for n in cluster.nodes:
+        assert sorted(registry(n, "GET", "/subjects")) == sorted(f"s-{p}" for p in ids)
+        for port, sid in ids.items():
+            assert f"r{port}" in registry(n, "GET", f"/schemas/ids/{sid}")["schema"]
+
+
+def test_a_node_that_is_not_a_voter_joins_and_takes_partitions(cluster, tmp_path):
+    from conftest import free_port
+    fourth = Node(tmp_path / "node4", cores=1,
+                  extra=["--node-id", "4", "--join", f"127.0.0.1:{cluster.peer_ports[0]}",
+                         "--peer-addr", f"127.0.0.1:{free_port()}", "--cpus", "none"])
+    cluster.nodes.append(fourth)
+    try:
+        fourth.start()
+        cluster.await_brokers(4)
+        create_topic(cluster.node(2).bootstrap, "four", partitions=8)
+        assert sorted(set(leaders(cluster, fourth, "four").values())) == [1, 2, 3, 4]
+        acked = produce(fourth.bootstrap, "four", [str(i) for i in range(80)])
+        assert {p for _, p in acked} == set(range(8))
+        # It follows the quorum without a vote: an observer.
+        from confluent_kafka.admin import AdminClient as Admin
+        assert len(Admin({"bootstrap.servers": fourth.bootstrap}).list_topics(timeout=10).brokers) == 4
+    finally:
+        fourth.kill()
+
+
 def test_a_replication_factor_above_the_live_nodes_is_refused(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
     f = admin.create_topics([NewTopic("too-many", 1, 4)])["too-many"]

@@ -37,6 +37,29 @@ use types::{Applied, Command, Meta};
 /// How long a proposal may wait for a controller before it fails.
 const PROPOSE_WITHIN: Duration = Duration::from_secs(15);
 
+/// A service one node asks another's shards for (the other node leads
+/// what it needs: the registry's topic).
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub enum Service {
+    /// A schema registry request (`registry::api::Request` as JSON,
+    /// answered with its `Answer`).
+    Registry,
+}
+
+/// A request another node forwarded here, for this node's shards to
+/// answer (`node/run.rs` takes them on shard 0).
+pub struct Forwarded {
+    pub service: Service,
+    /// The catalog version the asking node had: the request is answered
+    /// on this one or a newer one.
+    pub catalog_version: u64,
+    pub body: Vec<u8>,
+    pub answer: futures::channel::oneshot::Sender<Result<Vec<u8>, String>>,
+}
+
+/// Forwarded requests waiting for shard 0, at most.
+const FORWARDED_QUEUE: usize = 256;
+
 /// The metadata quorum as its leader sees it (DescribeQuorum).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct QuorumView {
@@ -92,6 +115,10 @@ struct Inner {
     catalogs: watch::Receiver<Arc<Catalog>>,
     /// The controller's view: when each node was last heard.
     heard: Mutex<BTreeMap<i32, Instant>>,
+    /// Requests other nodes forward to this node's shards.
+    forwarded: futures::channel::mpsc::Sender<Forwarded>,
+    /// Their receiving end, until shard 0 takes it.
+    forwarded_rx: Mutex<Option<futures::channel::mpsc::Receiver<Forwarded>>>,
 }
 
 impl Control {
@@ -122,6 +149,48 @@ impl Control {
     /// A receiver of each catalog the quorum applies here.
     pub fn catalogs(&self) -> watch::Receiver<Arc<Catalog>> {
         self.inner.catalogs.clone()
+    }
+
+    /// The requests other nodes forward here (once: shard 0 serves them).
+    pub fn take_forwarded(&self) -> Option<futures::channel::mpsc::Receiver<Forwarded>> {
+        self.inner.forwarded_rx.lock().expect("not poisoned").take()
+    }
+
+    /// Asks node `node`'s shards for `service` (the body and answer are
+    /// the service's). Callable from a shard.
+    pub async fn forward(
+        &self,
+        node: i32,
+        service: Service,
+        catalog_version: u64,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, KafkaError> {
+        let inner = self.inner.clone();
+        let (tx, rx) = futures::channel::oneshot::channel();
+        self.inner.rt.spawn(async move {
+            let call = peer::Call::Forward {
+                service,
+                catalog_version,
+                body,
+            };
+            let _ = tx.send(inner.forward(node, call).await);
+        });
+        rx.await
+            .map_err(|_| KafkaError::new(ErrorCode::NotController, "the control plane stopped"))?
+    }
+
+    /// Waits until this node's quorum has applied catalog `version` (or
+    /// a newer one); false if the control plane stopped first.
+    pub async fn applied(&self, version: u64) -> bool {
+        let mut catalogs = self.catalogs();
+        loop {
+            if catalogs.borrow_and_update().version >= version {
+                return true;
+            }
+            if catalogs.changed().await.is_err() {
+                return false;
+            }
+        }
     }
 
     /// The quorum as the controller sees it (asked of it if it is
@@ -215,6 +284,55 @@ impl Inner {
         ))
     }
 
+    async fn forward(&self, node: i32, call: peer::Call) -> Result<Vec<u8>, KafkaError> {
+        let unreachable = |why: String| {
+            KafkaError::new(
+                ErrorCode::LeaderNotAvailable,
+                format!("node {node}, which serves this, cannot be reached: {why}"),
+            )
+        };
+        let addr = self
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .nodes()
+            .find(|(id, _)| **id == node as u64)
+            .map(|(_, n)| n.addr.clone())
+            .ok_or_else(|| unreachable("it is not a member".into()))?;
+        let mut link = peer::Link::new(self.caller(), addr);
+        match link.call(call, Duration::from_secs(30)).await {
+            Ok(peer::Reply::Forwarded(Ok(answer))) => Ok(answer),
+            Ok(peer::Reply::Forwarded(Err(why))) => Err(unreachable(why)),
+            Ok(other) => Err(unreachable(format!("it answered {other:?}"))),
+            Err(e) => Err(unreachable(e)),
+        }
+    }
+
+    /// Hands a forwarded request to this node's shards and waits for
+    /// their answer.
+    async fn forwarded(
+        &self,
+        service: Service,
+        catalog_version: u64,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, String> {
+        use futures::SinkExt;
+        let (answer, rx) = futures::channel::oneshot::channel();
+        let mut queue = self.forwarded.clone();
+        queue
+            .send(Forwarded {
+                service,
+                catalog_version,
+                body,
+                answer,
+            })
+            .await
+            .map_err(|_| "this node is stopping".to_string())?;
+        rx.await
+            .map_err(|_| "this node's shards did not answer".to_string())?
+    }
+
     async fn describe_quorum(&self) -> Result<QuorumView, KafkaError> {
         let refusal = match self.quorum_here() {
             Ok(v) => return Ok(v),
@@ -292,16 +410,19 @@ impl Inner {
     }
 
     /// Whether `node` may make Raft calls here: a member of the quorum
-    /// (voter or learner) or one of the configured voters.
+    /// (voter or learner) or one of the configured voters; anyone while
+    /// this node joins and has no quorum yet.
     fn is_member(&self, node: u64) -> bool {
-        self.config.voters.contains_key(&node)
-            || self
-                .raft
-                .metrics()
-                .borrow()
-                .membership_config
-                .nodes()
-                .any(|(id, _)| *id == node)
+        let metrics = self.raft.metrics().borrow().clone();
+        let mut members = metrics
+            .membership_config
+            .nodes()
+            .map(|(id, _)| *id)
+            .peekable();
+        // A node that joins is in no quorum until the controller's first
+        // entries arrive: it takes them from whoever leads.
+        let joining = self.config.voters.is_empty() && members.peek().is_none();
+        joining || self.config.voters.contains_key(&node) || members.any(|id| id == node)
     }
 }
 
@@ -335,6 +456,7 @@ pub fn start(
         )
     })?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let (forwarded, forwarded_rx) = futures::channel::mpsc::channel(FORWARDED_QUEUE);
     let (tx, rx) = std::sync::mpsc::channel::<Result<Control, String>>();
     std::thread::Builder::new()
         .name("weir-control".into())
@@ -391,6 +513,8 @@ pub fn start(
                     config,
                     catalogs,
                     heard: Mutex::new(BTreeMap::new()),
+                    forwarded,
+                    forwarded_rx: Mutex::new(Some(forwarded_rx)),
                 });
                 let listener = match tokio::net::TcpListener::from_std(listener) {
                     Ok(l) => l,

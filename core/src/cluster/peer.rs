@@ -50,6 +50,13 @@ pub enum Call {
     Heartbeat,
     /// The quorum as the controller sees it (DescribeQuorum).
     Quorum,
+    /// A request for this node's shards.
+    Forward {
+        service: super::Service,
+        /// The catalog version the asking node had.
+        catalog_version: u64,
+        body: Vec<u8>,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -61,6 +68,7 @@ pub enum Reply {
     Written(Result<(Applied, u64), Refusal>),
     Done(Result<(), Refusal>),
     Quorum(Result<super::QuorumView, Refusal>),
+    Forwarded(Result<Vec<u8>, String>),
     /// The request was not taken: why.
     Refused(String),
 }

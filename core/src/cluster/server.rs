@@ -102,5 +102,10 @@ async fn answer(inner: &Inner, req: Request) -> Result<Reply, String> {
         Call::Join { addr } => Reply::Done(inner.add_learner(from, addr).await),
         Call::Heartbeat => Reply::Done(inner.heard_from(from)),
         Call::Quorum => Reply::Quorum(inner.quorum_here()),
+        Call::Forward {
+            service,
+            catalog_version,
+            body,
+        } => Reply::Forwarded(inner.forwarded(service, catalog_version, body).await),
     })
 }

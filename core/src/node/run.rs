@@ -15,6 +15,10 @@ use crate::shard::{Shard, ShardJob, ShardParts, CATALOG_SHARD};
 
 use super::Launch;
 
+/// How long a request another node forwards waits for this node to have
+/// the catalog the other had.
+const FORWARDED_CATCH_UP: Duration = Duration::from_secs(5);
+
 /// Ticks between looks at transactions to complete or abort (a second).
 const TXN_EVERY: u64 = 10;
 /// Ticks between expiries of idle transactional ids (a minute).
@@ -108,6 +112,7 @@ async fn open(id: usize, launch: &Launch) -> Result<(Rc<Shard>, Vec<Task<()>>), 
     crate::registry::install(&shard);
     if id == CATALOG_SHARD {
         install_cluster_catalogs(&shard);
+        serve_forwarded(&shard);
     }
     let mesh_tasks = run_jobs(&shard, receivers);
     shard
@@ -134,6 +139,42 @@ fn install_cluster_catalogs(shard: &Rc<Shard>) {
             if catalogs.changed().await.is_err() {
                 return;
             }
+        }
+    })
+    .detach();
+}
+
+/// In a cluster, answers the requests other nodes forward to this node's
+/// shards (the catalog shard's task, for the node's life).
+fn serve_forwarded(shard: &Rc<Shard>) {
+    use futures::StreamExt;
+    let Some(control) = shard.cluster.clone() else {
+        return;
+    };
+    let Some(mut forwarded) = control.take_forwarded() else {
+        return;
+    };
+    let shard = shard.clone();
+    glommio::spawn_local(async move {
+        while let Some(f) = forwarded.next().await {
+            let (shard, control) = (shard.clone(), control.clone());
+            glommio::spawn_local(async move {
+                // Answered on at least the catalog the asking node had (a
+                // topic it just made, say), as far as it arrives in time.
+                let caught_up = control.applied(f.catalog_version);
+                let bound = glommio::timer::sleep(FORWARDED_CATCH_UP);
+                futures::future::select(Box::pin(caught_up), Box::pin(bound)).await;
+                if let Err(e) = shard.install_newer(control.latest()).await {
+                    log::error!("installing the cluster's catalog: {e}");
+                }
+                let answer = match f.service {
+                    crate::cluster::Service::Registry => {
+                        crate::registry::api::handle_forwarded(&shard, &f.body).await
+                    }
+                };
+                let _ = f.answer.send(answer);
+            })
+            .detach();
         }
     })
     .detach();

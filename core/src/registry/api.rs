@@ -22,7 +22,22 @@ use reads::{
     referenced_by,
 };
 
-/// A request, as the HTTP server read it (sent to the registry's shard).
+/// Answers a request another node of the cluster forwarded (JSON of a
+/// `Request`, answered with JSON of an `Answer`), on the registry's shard.
+pub async fn handle_forwarded(shard: &Rc<Shard>, body: &[u8]) -> Result<Vec<u8>, String> {
+    let req: Request =
+        serde_json::from_slice(body).map_err(|e| format!("not a registry request: {e}"))?;
+    let owner = super::owner(shard);
+    let answer = shard
+        .invoke_on(owner, move |s| async move { handle(&s, req).await })
+        .await
+        .unwrap_or_else(|e| Answer::error(50001, e.message));
+    Ok(serde_json::to_vec(&answer).expect("answers serialise"))
+}
+
+/// A request, as the HTTP server read it (sent to the registry's shard,
+/// or in a cluster to the node leading the registry's topic).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Request {
     pub method: String,
     /// The path without the query (for messages).

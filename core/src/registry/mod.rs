@@ -43,6 +43,7 @@ pub struct Registry {
 }
 
 /// An answer: the HTTP status and its JSON body.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Answer {
     pub status: u16,
     pub body: String,
@@ -65,6 +66,46 @@ impl Answer {
             body: serde_json::json!({"error_code": code, "message": message.into()}).to_string(),
         }
     }
+}
+
+/// Makes the registry's topic if there is none yet.
+pub async fn ensure_topic(shard: &Rc<Shard>) -> Result<(), Answer> {
+    if shard.catalog().topic(TOPIC).is_some() {
+        return Ok(());
+    }
+    let made = shard
+        .create_topics(
+            vec![NewTopic {
+                name: TOPIC.into(),
+                partitions: 1,
+                replication_factor: -1,
+                configs: vec![("cleanup.policy".into(), Some("compact".into()))],
+                schema: None,
+            }],
+            false,
+        )
+        .await;
+    match made.into_iter().next() {
+        Some(Err(e)) if shard.catalog().topic(TOPIC).is_none() => Err(Answer::error(
+            50001,
+            format!("making {TOPIC}: {}", e.message),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// In a cluster, the node leading the registry's topic when it is another
+/// node than this one (the registry is served there); the topic is made
+/// first if there is none.
+pub async fn served_elsewhere(shard: &Rc<Shard>) -> Result<Option<i32>, Answer> {
+    if shard.cluster.is_none() {
+        return Ok(None);
+    }
+    ensure_topic(shard).await?;
+    Ok(match shard.catalog().place(TOPIC, 0) {
+        Some((Some(node), _)) if node != shard.config.node_id => Some(node),
+        _ => None,
+    })
 }
 
 /// The shard the registry lives on.
@@ -185,28 +226,7 @@ impl Registry {
         if changes.is_empty() {
             return Ok(());
         }
-        if shard.catalog().topic(TOPIC).is_none() {
-            let made = shard
-                .create_topics(
-                    vec![NewTopic {
-                        name: TOPIC.into(),
-                        partitions: 1,
-                        replication_factor: -1,
-                        configs: vec![("cleanup.policy".into(), Some("compact".into()))],
-                        schema: None,
-                    }],
-                    false,
-                )
-                .await;
-            if let Some(Err(e)) = made.into_iter().next() {
-                if shard.catalog().topic(TOPIC).is_none() {
-                    return Err(Answer::error(
-                        50001,
-                        format!("making {TOPIC}: {}", e.message),
-                    ));
-                }
-            }
-        }
+        ensure_topic(shard).await?;
         let encoded: Vec<_> = changes.iter().map(encode).collect();
         let now = crate::clock::now_ms();
         let stamped: Vec<_> = encoded

@@ -20,7 +20,8 @@ impl Shard {
                 .map(|b| (b, false))
                 .collect();
         }
-        self.catalog()
+        let cat = self.catalog();
+        let mut out: Vec<(Broker, bool)> = cat
             .nodes
             .values()
             .map(|n| {
@@ -32,7 +33,20 @@ impl Shard {
                 };
                 (b, n.fenced)
             })
-            .collect()
+            .collect();
+        // Until its registration is applied here, a node names itself: a
+        // client's Metadata is never without a broker to go to.
+        if !cat.nodes.contains_key(&self.config.node_id) {
+            let me = self.config.cluster_node();
+            let b = Broker {
+                id: me.id,
+                host: me.kafka_host,
+                port: me.kafka_port,
+                rack: me.rack,
+            };
+            out.push((b, false));
+        }
+        out
     }
 
     /// The brokers clients may use: every one not fenced.

@@ -109,6 +109,12 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         );
         return registry_answer(stream, registry::Answer::error(40301, why)).await;
     }
+    // In a cluster the node leading the registry's topic answers.
+    match weir_core::registry::served_elsewhere(shard).await {
+        Ok(None) => {}
+        Ok(Some(node)) => return registry_answer(stream, forward(shard, node, &req).await).await,
+        Err(a) => return registry_answer(stream, a).await,
+    }
     let owner = weir_core::registry::owner(shard);
     let a = shard
         .invoke_on(
@@ -118,6 +124,29 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         .await
         .unwrap_or_else(|e| registry::Answer::error(50001, e.message));
     registry_answer(stream, a).await
+}
+
+/// Asks node `node` (leading the registry's topic) to answer `req`.
+async fn forward(shard: &Rc<Shard>, node: i32, req: &registry::Request) -> registry::Answer {
+    let control = shard.cluster.as_ref().expect("only a cluster forwards");
+    let body = serde_json::to_vec(req).expect("requests serialise");
+    match control
+        .forward(
+            node,
+            weir_core::cluster::Service::Registry,
+            shard.catalog().version,
+            body,
+        )
+        .await
+    {
+        Ok(answer) => serde_json::from_slice(&answer).unwrap_or_else(|e| {
+            registry::Answer::error(
+                50001,
+                format!("node {node} answered with no registry answer: {e}"),
+            )
+        }),
+        Err(e) => registry::Answer::error(50301, e.message),
+    }
 }
 
 /// Writes the registry's answer with its status and closes.
