@@ -89,6 +89,9 @@ pub struct KafkaError {
     /// For the node's log only: what the client's message leaves out (the
     /// start of a refused record's value).
     pub detail: Option<String>,
+    /// NOT_LEADER_OR_FOLLOWER: the node that leads the partition (told to
+    /// clients as KIP-951's current leader).
+    pub leader: Option<i32>,
 }
 
 impl KafkaError {
@@ -98,15 +101,21 @@ impl KafkaError {
             message: message.into(),
             record_index: None,
             detail: None,
+            leader: None,
         }
     }
 
     /// A partition another node of the cluster leads.
     pub fn not_leader(topic: &str, partition: i32, leader: i32) -> KafkaError {
-        KafkaError::new(
-            ErrorCode::NotLeaderOrFollower,
-            format!("node {leader} leads partition {partition} of topic {topic:?}, not this node"),
-        )
+        KafkaError {
+            leader: Some(leader),
+            ..KafkaError::new(
+                ErrorCode::NotLeaderOrFollower,
+                format!(
+                    "node {leader} leads partition {partition} of topic {topic:?}, not this node"
+                ),
+            )
+        }
     }
 
     pub fn unknown_partition(topic: &str, partition: i32) -> KafkaError {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // startCluster starts `size` nodes making one cluster (one shard each,
@@ -51,11 +52,17 @@ func startCluster(t *testing.T, size int) []*node {
 		nodes = append(nodes, n)
 	}
 	for _, n := range nodes {
-		adm := kadm.NewClient(clientOf(t, n))
 		eventually(t, 30*time.Second, "every node names all brokers", func() error {
+			// A new client each time: a client keeps the brokers it
+			// learnt first (a node names itself until it registers).
+			cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafka))
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			md, err := adm.BrokerMetadata(ctx)
+			md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
 			if err != nil {
 				return err
 			}
@@ -100,6 +107,46 @@ func TestClusterProduceConsume(t *testing.T) {
 	}
 	if len(led) != 3 || led[1] != 4 || led[2] != 4 || led[3] != 4 {
 		t.Fatalf("partitions led per node: %v, want 4 each on 1, 2, 3", led)
+	}
+
+	// A produce sent to a node that does not lead the partition: KIP-951's
+	// current leader and its endpoint come with NOT_LEADER_OR_FOLLOWER.
+	var p0Leader int32 = -1
+	for _, p := range td[topic].Partitions {
+		if p.Partition == 0 {
+			p0Leader = p.Leader
+		}
+	}
+	other := int32(1)
+	if p0Leader == 1 {
+		other = 2
+	}
+	raw := clientOf(t, nodes[other-1])
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rt.TopicID = td[topic].ID
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = 0
+	batch := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: 0, FirstTimestamp: 1, MaxTimestamp: 1,
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1,
+		Records: (&kmsg.Record{Value: []byte("x")}).AppendTo(nil)}
+	rp.Records = batch.AppendTo(nil)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, raw.Broker(int(other)))
+	if err != nil {
+		t.Fatalf("produce to node %d: %v", other, err)
+	}
+	refused := resp.Topics[0].Partitions[0]
+	if refused.ErrorCode != 6 || refused.CurrentLeader.LeaderID != p0Leader {
+		t.Fatalf("produce to a node not leading: error %d, current leader %d; want 6 and %d",
+			refused.ErrorCode, refused.CurrentLeader.LeaderID, p0Leader)
+	}
+	if len(resp.Brokers) != 1 || resp.Brokers[0].NodeID != p0Leader {
+		t.Fatalf("node endpoints %+v, want node %d's", resp.Brokers, p0Leader)
 	}
 
 	producer := clientOf(t, nodes[1], kgo.DefaultProduceTopic(topic))

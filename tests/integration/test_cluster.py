@@ -161,6 +161,12 @@ def test_a_single_nodes_data_becomes_node_1_of_a_cluster(tmp_path):
     single.stop()
 
     cluster = Cluster(tmp_path)
+    # Only the first voter brings a single node's data: as node 2 it is
+    # refused, saying why, and nothing there is touched.
+    as_two = Node(single.data_dir, cores=1, extra=["--node-id", "2", "--voters", cluster.voters,
+                                                   "--cpus", "none"]).spawn()
+    assert as_two.proc.wait(30) != 0
+    assert as_two.await_log("only the first voter (node 1) brings its data")
     cluster.nodes[0].data_dir = single.data_dir
     cluster.start()
     try:

@@ -437,12 +437,29 @@ pub fn start(
     local: Arc<Catalog>,
     data_dir: &std::path::Path,
 ) -> Result<Control, String> {
+    let dir = data_dir.join("raft");
+    let first_voter = config.voters.keys().next().copied();
+    let new_to_clusters = !dir.join("log").exists() && !dir.join("snapshot.json").exists();
+    if new_to_clusters
+        && local.nodes.is_empty()
+        && !local.topics.is_empty()
+        && first_voter != Some(config.node_id as u64)
+    {
+        // The cluster's catalog would not name these topics, and
+        // installing it would drop them: refuse rather than lose them.
+        return Err(format!(
+            "{} holds a single node's {} topic(s): only the first voter (node {}) brings its data into a new cluster; start node {} with an empty data directory",
+            data_dir.display(),
+            local.topics.len(),
+            first_voter.map_or_else(|| "in --voters".into(), |v| v.to_string()),
+            config.node_id
+        ));
+    }
     // A single node's producer ids carry over: the cluster gives none
     // below the last block it recorded.
     let mut local = (*local).clone();
     local.next_producer_id = crate::producer_ids::ProducerIds::load(data_dir)?.recorded_end();
     let local = Arc::new(local);
-    let dir = data_dir.join("raft");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let log = log_store::LogStore::open(&dir)?;
     let (publish, catalogs) = watch::channel(Arc::new(Catalog::default()));

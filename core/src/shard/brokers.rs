@@ -57,6 +57,15 @@ impl Shard {
             .collect()
     }
 
+    /// The brokers among `ids` that clients may use (KIP-951's node
+    /// endpoints for the leaders a response names).
+    pub fn brokers_among(&self, ids: &std::collections::BTreeSet<i32>) -> Vec<Broker> {
+        self.brokers()
+            .into_iter()
+            .filter(|b| ids.contains(&b.id))
+            .collect()
+    }
+
     /// The controller's broker id (-1 while a cluster has none).
     pub fn controller_id(&self) -> i32 {
         match &self.cluster {

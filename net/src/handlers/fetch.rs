@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use weir_core::auth::acl::{Operation, ResourceType};
@@ -40,6 +40,11 @@ pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
         .shard
         .fetch(parts, req.min_bytes, max_bytes, max_wait)
         .await;
+    // KIP-951: where the partitions another node leads are.
+    let leaders: std::collections::BTreeSet<i32> = results
+        .iter()
+        .filter_map(|r| r.as_ref().err().and_then(|e| e.leader))
+        .collect();
     let mut results: Vec<_> = results.into_iter().map(Some).collect();
     let mut records = Vec::with_capacity(results.len());
     let responses = shape
@@ -49,7 +54,7 @@ pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
                 .into_iter()
                 .map(|(partition, i)| {
                     let read = i.map(|i| results[i].take().expect("one result per partition"));
-                    let (data, chunks) = partition_answer(partition, read);
+                    let (data, chunks) = partition_answer(partition, read, cx.version);
                     records.push(chunks);
                     data
                 })
@@ -64,9 +69,25 @@ pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
                 .with_partitions(partitions)
         })
         .collect();
+    let endpoints = match cx.version >= 16 {
+        true => cx
+            .shard
+            .brokers_among(&leaders)
+            .into_iter()
+            .map(|b| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(b.id))
+                    .with_host(super::str(&b.host))
+                    .with_port(b.port as i32)
+                    .with_rack(b.rack.as_deref().map(super::str))
+            })
+            .collect(),
+        false => Vec::new(),
+    };
     let response = FetchResponse::default()
         .with_session_id(0)
-        .with_responses(responses);
+        .with_responses(responses)
+        .with_node_endpoints(endpoints);
     Reply {
         body: Some(response.into()),
         records,
@@ -132,6 +153,7 @@ fn plan(
 fn partition_answer(
     partition: i32,
     read: Result<Result<PartitionRead, KafkaError>, ErrorCode>,
+    version: i16,
 ) -> (PartitionData, Chunks) {
     let base = PartitionData::default()
         .with_partition_index(partition)
@@ -150,7 +172,15 @@ fn partition_answer(
             if e.code != ErrorCode::OffsetOutOfRange {
                 log::debug!("fetch {partition}: {e}");
             }
-            (failed(e.code), Chunks::default())
+            let data = match (version >= 12, e.leader) {
+                (true, Some(leader)) => failed(e.code).with_current_leader(
+                    LeaderIdAndEpoch::default()
+                        .with_leader_id(BrokerId(leader))
+                        .with_leader_epoch(0),
+                ),
+                _ => failed(e.code),
+            };
+            (data, Chunks::default())
         }
         Ok(Ok(r)) => {
             let aborted = r.aborted.map(|list| {

@@ -5,9 +5,10 @@
 //! a transactional Java client stays at v11.
 
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use weir_core::{ByPartition, ErrorCode, KafkaError};
 
 use weir_core::auth::acl::{Operation, ResourceType};
@@ -97,6 +98,26 @@ pub async fn handle(cx: &RequestContext, req: ProduceRequest) -> Reply {
     if acks == 0 {
         return Reply::none();
     }
+    // KIP-951: where the partitions another node leads are.
+    let leaders: std::collections::BTreeSet<i32> = answers
+        .iter()
+        .flat_map(|(_, parts)| parts.iter())
+        .filter_map(|(_, r)| r.as_ref().err().and_then(|e| e.leader))
+        .collect();
+    let endpoints = match version >= 10 && !leaders.is_empty() {
+        true => shard
+            .brokers_among(&leaders)
+            .into_iter()
+            .map(|b| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(b.id))
+                    .with_host(super::str(&b.host))
+                    .with_port(b.port as i32)
+                    .with_rack(b.rack.as_deref().map(super::str))
+            })
+            .collect(),
+        false => Vec::new(),
+    };
     let responses = answers
         .into_iter()
         .map(|((name, id), parts)| {
@@ -111,7 +132,11 @@ pub async fn handle(cx: &RequestContext, req: ProduceRequest) -> Reply {
                 )
         })
         .collect();
-    Reply::of(ProduceResponse::default().with_responses(responses))
+    Reply::of(
+        ProduceResponse::default()
+            .with_responses(responses)
+            .with_node_endpoints(endpoints),
+    )
 }
 
 fn partition_response(
@@ -132,6 +157,14 @@ fn partition_response(
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
+            let p = match (version >= 10, e.leader) {
+                (true, Some(leader)) => p.with_current_leader(
+                    LeaderIdAndEpoch::default()
+                        .with_leader_id(BrokerId(leader))
+                        .with_leader_epoch(0),
+                ),
+                _ => p,
+            };
             if version >= 8 {
                 let p = p.with_error_message(message.clone());
                 if e.code == ErrorCode::InvalidRecord {
