@@ -468,7 +468,9 @@ impl Catalog {
             }
         };
         let mut moved = false;
-        for t in cat.topics.values_mut() {
+        // A cluster's placements are its quorum's: never moved here (a
+        // node running fewer shards serves them modulo its count).
+        for t in cat.topics.values_mut().filter(|t| t.nodes.is_empty()) {
             for (p, shard) in t.shards.iter_mut().enumerate() {
                 if *shard >= nr_shards {
                     *shard = placement(&t.name, p as i32, nr_shards);

@@ -27,6 +27,15 @@ def leaders(cluster, node, topic):
     return {p.id: p.leader for p in md.topics[topic].partitions.values()}
 
 
+def await_leaders(cluster, node, topic, want, timeout=30):
+    """Waits until `node` tells `want` as `topic`'s partition leaders (a
+    node back from a fault learns the catalog it missed from the quorum)."""
+    deadline = time.time() + timeout
+    while (seen := leaders(cluster, node, topic)) != want:
+        assert time.time() < deadline, f"{node.bootstrap} tells {seen} for {topic}, not {want}"
+        time.sleep(0.05)
+
+
 def produce(bootstrap, topic, values, **conf):
     """Produces `values` (acks=all) and answers those acknowledged, each
     with its partition."""
@@ -145,7 +154,7 @@ def test_the_controller_killed_a_new_one_takes_over_and_the_node_catches_up(clus
     killed.start()
     cluster.await_brokers(3)
     # It learnt of the topic made while it was down, and serves its part.
-    assert leaders(cluster, killed, "meanwhile") == leaders(cluster, rest[0], "meanwhile")
+    await_leaders(cluster, killed, "meanwhile", leaders(cluster, rest[0], "meanwhile"))
     acked = produce(killed.bootstrap, "meanwhile", [str(i) for i in range(100)])
     assert len(acked) == 100
 
@@ -293,7 +302,7 @@ def test_the_controller_paused_a_new_one_takes_over_and_it_rejoins(cluster):
         paused.proc.send_signal(signal.SIGCONT)
     # Back, the old controller follows the new one and learns what it missed.
     assert cluster.await_brokers(3) == new
-    assert set(leaders(cluster, paused, "while-paused")) == {0, 1}
+    await_leaders(cluster, paused, "while-paused", leaders(cluster, rest[0], "while-paused"))
 
 
 def registry(node, method, path, body=None):
@@ -409,7 +418,7 @@ def test_a_controller_cut_off_from_the_others_loses_nothing_acknowledged(tmp_pat
         # and the cut-off node learnt what was made meanwhile.
         cluster.await_brokers(3, timeout=30)
         back = cluster.node(controller)
-        assert leaders(cluster, back, "during-the-cut") == leaders(cluster, rest[0], "during-the-cut")
+        await_leaders(cluster, back, "during-the-cut", leaders(cluster, rest[0], "during-the-cut"))
         acked = live.stop()
         assert len(acked) > 0 and live.failed == []
         read = [m.value().decode() for m in consume_all(rest[1].bootstrap, "jepsen", 6, timeout=60)]

@@ -64,6 +64,17 @@ fn frame(rec: &Record) -> Vec<u8> {
     out
 }
 
+/// Whether the record at `good` (where parsing stopped) is whole and
+/// followed by more bytes: damage, not an append cut short (which only
+/// ever leaves the last record incomplete or wrong).
+fn damaged_before_end(bytes: &[u8], good: usize) -> bool {
+    let Some(head) = bytes.get(good..good + 4) else {
+        return false;
+    };
+    let len = u32::from_be_bytes(head.try_into().expect("4")) as usize;
+    good + 8 + len < bytes.len()
+}
+
 /// The records of a log file, and how many bytes of it hold whole ones.
 fn parse(bytes: &[u8]) -> (Vec<Record>, usize) {
     let mut out = Vec::new();
@@ -95,6 +106,12 @@ impl LogStore {
             Err(e) => return Err(format!("reading {}: {e}", path.display())),
         };
         let (records, good) = parse(&bytes);
+        if damaged_before_end(&bytes, good) {
+            return Err(format!(
+                "{} is damaged at byte {good}: a whole record there fails its CRC-32C and records follow it (not a torn append); the node does not start rather than lose committed metadata: restore the file, or empty this node's raft/ directory for it to catch up from the others",
+                path.display()
+            ));
+        }
         if good < bytes.len() {
             log::warn!(
                 "{}: {} bytes after the last whole record cut off (an append the node stopped in, never acknowledged)",
@@ -295,10 +312,17 @@ mod tests {
         let (records, good) = parse(&bytes);
         assert_eq!(records.len(), 2);
         assert_eq!(good, whole);
-        // A flipped bit fails the CRC: the log ends before it.
+        assert!(!damaged_before_end(&bytes, good));
+        // A flipped bit fails the CRC: the log ends before it. As the last
+        // record it is taken for a torn append; with records after it,
+        // for damage.
         let mut bad = rec(1);
         let n = bad.len();
         bad[n - 2] ^= 1;
         assert_eq!(parse(&bad).1, 0);
+        assert!(!damaged_before_end(&bad, 0));
+        bad.extend(rec(2));
+        assert_eq!(parse(&bad).1, 0);
+        assert!(damaged_before_end(&bad, 0));
     }
 }

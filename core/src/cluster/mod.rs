@@ -224,8 +224,18 @@ impl Inner {
     async fn propose(&self, cmd: Command) -> Result<Applied, KafkaError> {
         let began = Instant::now();
         let mut last_why = String::from("no controller is elected");
+        // A carried proposal whose answer was lost may have been applied:
+        // a later try of a change then meets its own effect.
+        let mut maybe_applied = false;
         while began.elapsed() < PROPOSE_WITHIN {
-            let (applied, index) = match self.raft.client_write(cmd.clone()).await {
+            // A controller cut off from the others never commits: bounded.
+            let left = PROPOSE_WITHIN.saturating_sub(began.elapsed());
+            let written =
+                match tokio::time::timeout(left, self.raft.client_write(cmd.clone())).await {
+                    Ok(w) => w,
+                    Err(_) => break,
+                };
+            let (applied, index) = match written {
                 Ok(r) => (r.data, r.log_id.index),
                 Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
                     let Some(node) = f.leader_node else {
@@ -250,6 +260,7 @@ impl Inner {
                         }
                         Err(e) => {
                             last_why = e;
+                            maybe_applied = true;
                             tokio::time::sleep(Duration::from_millis(100)).await;
                             continue;
                         }
@@ -273,6 +284,11 @@ impl Inner {
                         format!("the change is committed but not yet applied here: {e}"),
                     )
                 })?;
+            if let (Applied::Conflict { .. }, true) = (&applied, maybe_applied) {
+                if let Some(version) = self.already_applied(&cmd) {
+                    return Ok(Applied::Version(version));
+                }
+            }
             return Ok(applied);
         }
         Err(KafkaError::new(
@@ -393,10 +409,34 @@ impl Inner {
         })
     }
 
+    /// The catalog version holding exactly what change `cmd` makes, if
+    /// the applied catalog does (a change applied once already).
+    fn already_applied(&self, cmd: &Command) -> Option<u64> {
+        let Command::Change { catalog, .. } = cmd else {
+            return None;
+        };
+        let now = self.catalogs.borrow().clone();
+        let same = now.topics == catalog.topics
+            && now.users == catalog.users
+            && now.acls == catalog.acls
+            && now.group_nodes == catalog.group_nodes;
+        same.then_some(now.version)
+    }
+
     /// Writes `cmd` if this node is the controller (a proposal carried
     /// here from another node).
     async fn write_here(&self, cmd: Command) -> Result<(Applied, u64), peer::Refusal> {
-        match self.raft.client_write(cmd).await {
+        let written = tokio::time::timeout(PROPOSE_WITHIN, self.raft.client_write(cmd)).await;
+        let Ok(written) = written else {
+            return Err(peer::Refusal {
+                why: format!(
+                    "not committed within {} s: this controller may be cut off from the others",
+                    PROPOSE_WITHIN.as_secs()
+                ),
+                leader: None,
+            });
+        };
+        match written {
             Ok(r) => Ok((r.data, r.log_id.index)),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(peer::Refusal {
                 why: "this node is not the controller".into(),
@@ -491,9 +531,15 @@ pub fn start(
             rt.block_on(async move {
                 let raft_config = openraft::Config {
                     cluster_name: "weir".into(),
-                    heartbeat_interval: 100,
-                    election_timeout_min: 600,
-                    election_timeout_max: 1200,
+                    // openraft gives an append one heartbeat to be
+                    // answered: room for a follower's fsync on a busy
+                    // machine. A new controller within a few seconds.
+                    heartbeat_interval: 250,
+                    election_timeout_min: 1000,
+                    election_timeout_max: 2000,
+                    // Each entry may hold a whole catalog: few per append.
+                    max_payload_entries: 16,
+                    install_snapshot_timeout: 30_000,
                     snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(1000),
                     max_in_snapshot_log_to_keep: 100,
                     ..Default::default()

@@ -23,6 +23,12 @@ use super::types::{Applied, Command, Meta};
 /// The longest frame taken (a catalog snapshot of many topics fits).
 pub const MAX_FRAME: usize = 256 << 20;
 
+/// A frame's bytes are read this many at a time.
+const READ_CHUNK: usize = 64 << 10;
+
+/// How long a frame's bytes may take to arrive once its length has.
+const FRAME_WITHIN: Duration = Duration::from_secs(30);
+
 /// One call from another node.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Request {
@@ -95,11 +101,25 @@ pub async fn read_frame(s: &mut TcpStream) -> Result<Option<Vec<u8>>, String> {
             "a frame of {len} bytes is longer than the {MAX_FRAME} taken"
         ));
     }
-    let mut body = vec![0; len];
-    s.read_exact(&mut body)
-        .await
-        .map_err(|e| format!("reading a frame of {len} bytes: {e}"))?;
-    Ok(Some(body))
+    // Grown as the bytes arrive: a length alone holds no memory.
+    let mut body = Vec::with_capacity(len.min(READ_CHUNK));
+    let read = async {
+        while body.len() < len {
+            let want = (len - body.len()).min(READ_CHUNK);
+            let at = body.len();
+            body.resize(at + want, 0);
+            s.read_exact(&mut body[at..]).await?;
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    match tokio::time::timeout(FRAME_WITHIN, read).await {
+        Ok(Ok(())) => Ok(Some(body)),
+        Ok(Err(e)) => Err(format!("reading a frame of {len} bytes: {e}")),
+        Err(_) => Err(format!(
+            "a frame of {len} bytes did not arrive within {} s",
+            FRAME_WITHIN.as_secs()
+        )),
+    }
 }
 
 pub async fn write_frame(s: &mut TcpStream, body: &[u8]) -> std::io::Result<()> {
@@ -161,35 +181,52 @@ impl Link {
         socket.connect(to).await
     }
 
-    /// Makes one call, within `ttl`.
+    /// Makes one call, within `ttl`. The connection is taken out of the
+    /// link for the call and put back only once its answer is read: a call
+    /// dropped half way (openraft's own timeout, a cancelled snapshot)
+    /// drops its connection with it, so no later call reads its answer.
     pub async fn call(&mut self, call: Call, ttl: Duration) -> Result<Reply, String> {
         let req = serde_json::to_vec(&Request {
             from: self.from.id,
             call,
         })
         .map_err(|e| e.to_string())?;
-        let r = tokio::time::timeout(ttl, self.exchange(&req)).await;
-        let r = match r {
+        let stream = self.stream.take();
+        let r = match tokio::time::timeout(ttl, self.exchange(stream, &req)).await {
             Ok(r) => r,
             Err(_) => Err(format!("no answer within {} ms", ttl.as_millis())),
         };
-        if r.is_err() {
-            self.stream = None;
+        match r {
+            Ok((reply, stream)) => {
+                // A refusal ends its connection at the other side.
+                if !matches!(reply, Reply::Refused(_)) {
+                    self.stream = Some(stream);
+                }
+                Ok(reply)
+            }
+            Err(e) => Err(format!("{}: {e}", self.addr)),
         }
-        r.map_err(|e| format!("{}: {e}", self.addr))
     }
 
-    async fn exchange(&mut self, req: &[u8]) -> Result<Reply, String> {
-        if self.stream.is_none() {
-            let s = self.connect().await.map_err(|e| e.to_string())?;
-            let _ = s.set_nodelay(true);
-            self.stream = Some(s);
-        }
-        let s = self.stream.as_mut().expect("connected");
-        write_frame(s, req).await.map_err(|e| e.to_string())?;
-        let body = read_frame(s)
+    async fn exchange(
+        &self,
+        stream: Option<TcpStream>,
+        req: &[u8],
+    ) -> Result<(Reply, TcpStream), String> {
+        let mut s = match stream {
+            Some(s) => s,
+            None => {
+                let s = self.connect().await.map_err(|e| e.to_string())?;
+                let _ = s.set_nodelay(true);
+                s
+            }
+        };
+        write_frame(&mut s, req).await.map_err(|e| e.to_string())?;
+        let body = read_frame(&mut s)
             .await?
             .ok_or_else(|| "the connection closed".to_string())?;
-        serde_json::from_slice(&body).map_err(|e| format!("an answer that is not a reply: {e}"))
+        let reply = serde_json::from_slice(&body)
+            .map_err(|e| format!("an answer that is not a reply: {e}"))?;
+        Ok((reply, s))
     }
 }

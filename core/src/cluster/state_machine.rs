@@ -121,7 +121,8 @@ pub fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             (Applied::Version(next.version), Some(next))
         }
         Command::Change { base, catalog } => {
-            if base != cat.admin_version || cat.cluster_id.is_empty() {
+            let other_cluster = catalog.cluster_id != cat.cluster_id;
+            if base != cat.admin_version || cat.cluster_id.is_empty() || other_cluster {
                 return (
                     Applied::Conflict {
                         admin_version: cat.admin_version,

@@ -110,15 +110,17 @@ async fn open(id: usize, launch: &Launch) -> Result<(Rc<Shard>, Vec<Task<()>>), 
         cluster: launch.cluster.clone(),
     }));
     crate::registry::install(&shard);
-    if id == CATALOG_SHARD {
-        install_cluster_catalogs(&shard);
-        serve_forwarded(&shard);
-    }
     let mesh_tasks = run_jobs(&shard, receivers);
     shard
         .open_owned_partitions(&launch.catalog)
         .await
         .map_err(|e| format!("shard {id}: opening partitions: {e}"))?;
+    // Only once the catalog it started with is open: a newer one from the
+    // quorum is installed over it, never beside it.
+    if id == CATALOG_SHARD {
+        install_cluster_catalogs(&shard);
+        serve_forwarded(&shard);
+    }
     Ok((shard, mesh_tasks))
 }
 
@@ -134,7 +136,11 @@ fn install_cluster_catalogs(shard: &Rc<Shard>) {
         loop {
             let cat = catalogs.borrow_and_update().clone();
             if let Err(e) = shard.install_newer(cat).await {
-                log::error!("installing the cluster's catalog: {e}");
+                // Tried again until it takes: the node serves the catalog
+                // it has meanwhile.
+                log::error!("installing the cluster's catalog: {e}; trying again in a second");
+                glommio::timer::sleep(Duration::from_secs(1)).await;
+                continue;
             }
             if catalogs.changed().await.is_err() {
                 return;

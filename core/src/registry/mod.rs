@@ -113,6 +113,7 @@ pub fn owner(shard: &Shard) -> usize {
     shard
         .catalog()
         .shard_for(TOPIC, 0)
+        .map(|placed| shard.local_shard(placed))
         .unwrap_or_else(|| placement(TOPIC, 0, shard.nr_shards))
 }
 

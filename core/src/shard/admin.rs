@@ -425,7 +425,7 @@ impl Shard {
     fn owns(&self, t: &TopicMeta, p: i32) -> bool {
         match t.place(p) {
             Some((node, shard)) => {
-                shard == self.id && node.is_none_or(|n| n == self.config.node_id)
+                self.local_shard(shard) == self.id && node.is_none_or(|n| n == self.config.node_id)
             }
             None => false,
         }

@@ -192,8 +192,16 @@ impl Shard {
             Some((Some(node), _)) if node != self.config.node_id => {
                 Err(KafkaError::not_leader(topic, p, node))
             }
-            Some((_, shard)) => Ok(shard),
+            Some((_, shard)) => Ok(self.local_shard(shard)),
         }
+    }
+
+    /// This node's shard for a placement: a cluster places partitions on
+    /// a node's shards as it registered them, and a node started later
+    /// with fewer serves them modulo its count (the files do not name the
+    /// shard).
+    pub fn local_shard(&self, placed: usize) -> usize {
+        placed % self.nr_shards.max(1)
     }
 
     /// This shard's state of feature `T`, made (empty) on first use.
