@@ -69,19 +69,8 @@ pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
                 .with_partitions(partitions)
         })
         .collect();
-    let endpoints = match cx.version >= 16 {
-        true => cx
-            .shard
-            .brokers_among(&leaders)
-            .into_iter()
-            .map(|b| {
-                NodeEndpoint::default()
-                    .with_node_id(BrokerId(b.id))
-                    .with_host(super::str(&b.host))
-                    .with_port(b.port as i32)
-                    .with_rack(b.rack.as_deref().map(super::str))
-            })
-            .collect(),
+    let endpoints = match cx.version >= 16 && !leaders.is_empty() {
+        true => node_endpoints!(NodeEndpoint, cx.shard, &leaders),
         false => Vec::new(),
     };
     let response = FetchResponse::default()

@@ -9,6 +9,24 @@ use kafka_protocol::protocol::StrBytes;
 use weir_core::Chunks;
 use weir_core::{KafkaError, Shard};
 
+/// KIP-951's node endpoints (Produce's and Fetch's own `NodeEndpoint`
+/// types, alike but distinct): the brokers among `leaders` clients may use.
+macro_rules! node_endpoints {
+    ($endpoint:ty, $shard:expr, $leaders:expr) => {
+        $shard
+            .brokers_among($leaders)
+            .into_iter()
+            .map(|b| {
+                <$endpoint>::default()
+                    .with_node_id(kafka_protocol::messages::BrokerId(b.id))
+                    .with_host($crate::handlers::str(&b.host))
+                    .with_port(b.port as i32)
+                    .with_rack(b.rack.as_deref().map($crate::handlers::str))
+            })
+            .collect::<Vec<_>>()
+    };
+}
+
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_user_scram_credentials;

@@ -105,17 +105,7 @@ pub async fn handle(cx: &RequestContext, req: ProduceRequest) -> Reply {
         .filter_map(|(_, r)| r.as_ref().err().and_then(|e| e.leader))
         .collect();
     let endpoints = match version >= 10 && !leaders.is_empty() {
-        true => shard
-            .brokers_among(&leaders)
-            .into_iter()
-            .map(|b| {
-                NodeEndpoint::default()
-                    .with_node_id(BrokerId(b.id))
-                    .with_host(super::str(&b.host))
-                    .with_port(b.port as i32)
-                    .with_rack(b.rack.as_deref().map(super::str))
-            })
-            .collect(),
+        true => node_endpoints!(NodeEndpoint, shard, &leaders),
         false => Vec::new(),
     };
     let responses = answers
