@@ -349,6 +349,43 @@ def test_a_node_that_is_not_a_voter_joins_and_takes_partitions(cluster, tmp_path
         fourth.kill()
 
 
+def test_a_transaction_on_its_coordinators_node_commits_and_one_spanning_nodes_is_refused(cluster):
+    create_topic(cluster.node(1).bootstrap, "tx", partitions=6)
+    led = leaders(cluster, cluster.node(1), "tx")
+    admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
+    # A transactional id coordinated by node 1: ids and groups share the
+    # group slots, so a group of the same name tells its coordinator.
+    tid = next(t for t in (f"tx-{i}" for i in range(60))
+               if admin.describe_consumer_groups([t])[t].result(10).coordinator.id == 1)
+    producer = Producer({"bootstrap.servers": cluster.node(1).bootstrap, "transactional.id": tid})
+    producer.init_transactions(15)
+    here = next(p for p, n in led.items() if n == 1)
+    there = next(p for p, n in led.items() if n != 1)
+    producer.begin_transaction()
+    producer.produce("tx", value=b"committed", partition=here)
+    producer.commit_transaction(15)
+    # A partition another node leads: refused before anything is written.
+    producer.begin_transaction()
+    producer.produce("tx", value=b"refused", partition=there)
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(15)
+    assert cluster.node(1).await_log(f"is led by node {led[there]}")
+    # Nothing was written there, so nothing is left open; the committed
+    # record reads back under read_committed.
+    c = Consumer({"bootstrap.servers": cluster.node(2).bootstrap, "group.id": "rc",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    assert c.get_watermark_offsets(TopicPartition("tx", there), timeout=10) == (0, 0)
+    c.assign([TopicPartition("tx", here, 0)])
+    got = None
+    deadline = time.time() + 30
+    while got is None and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got = m.value()
+    c.close()
+    assert got == b"committed"
+
+
 def test_a_replication_factor_above_the_live_nodes_is_refused(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
     f = admin.create_topics([NewTopic("too-many", 1, 4)])["too-many"]
