@@ -395,6 +395,18 @@ pub struct ClusterNode {
     pub fenced: bool,
 }
 
+impl ClusterNode {
+    /// The broker clients see for this node.
+    pub fn broker(&self) -> crate::config::Broker {
+        crate::config::Broker {
+            id: self.id,
+            host: self.kafka_host.clone(),
+            port: self.kafka_port,
+            rack: self.rack.clone(),
+        }
+    }
+}
+
 impl Catalog {
     pub fn topic(&self, name: &str) -> Option<&TopicMeta> {
         self.topics.get(name)

@@ -18,13 +18,8 @@ use crate::catalog::{Catalog, ClusterNode};
 
 impl Inner {
     pub(super) fn not_controller(&self) -> Refusal {
-        let m = self.raft.metrics().borrow().clone();
-        let leader = m.current_leader.and_then(|l| {
-            m.membership_config
-                .nodes()
-                .find(|(id, _)| **id == l)
-                .map(|(id, n)| (*id, n.addr.clone()))
-        });
+        let leader = self.raft.metrics().borrow().current_leader;
+        let leader = leader.and_then(|l| Some((l, self.member_addr(l)?)));
         Refusal {
             why: "this node is not the controller".into(),
             leader,
@@ -46,15 +41,7 @@ impl Inner {
                 leader: None,
             });
         }
-        let known = self
-            .raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .nodes()
-            .find(|(id, _)| **id == node)
-            .map(|(_, n)| n.addr.clone());
-        if known.as_deref() == Some(addr.as_str()) {
+        if self.member_addr(node).as_deref() == Some(addr.as_str()) {
             return Ok(());
         }
         match self.raft.add_learner(node, BasicNode { addr }, false).await {

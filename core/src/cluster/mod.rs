@@ -31,7 +31,6 @@ mod server;
 mod state_machine;
 pub mod types;
 
-pub use state_machine::apply;
 use types::{Applied, Command, Meta};
 
 /// How long a proposal may wait for a controller before it fails.
@@ -165,18 +164,13 @@ impl Control {
         catalog_version: u64,
         body: Vec<u8>,
     ) -> Result<Vec<u8>, KafkaError> {
-        let inner = self.inner.clone();
-        let (tx, rx) = futures::channel::oneshot::channel();
-        self.inner.rt.spawn(async move {
-            let call = peer::Call::Forward {
-                service,
-                catalog_version,
-                body,
-            };
-            let _ = tx.send(inner.forward(node, call).await);
-        });
-        rx.await
-            .map_err(|_| KafkaError::new(ErrorCode::NotController, "the control plane stopped"))?
+        let call = peer::Call::Forward {
+            service,
+            catalog_version,
+            body,
+        };
+        self.on_control(move |inner| async move { inner.forward(node, call).await })
+            .await
     }
 
     /// Waits until this node's quorum has applied catalog `version` (or
@@ -196,22 +190,29 @@ impl Control {
     /// The quorum as the controller sees it (asked of it if it is
     /// another node). Callable from a shard.
     pub async fn describe_quorum(&self) -> Result<QuorumView, KafkaError> {
-        let inner = self.inner.clone();
-        let (tx, rx) = futures::channel::oneshot::channel();
-        self.inner.rt.spawn(async move {
-            let _ = tx.send(inner.describe_quorum().await);
-        });
-        rx.await
-            .map_err(|_| KafkaError::new(ErrorCode::NotController, "the control plane stopped"))?
+        self.on_control(|inner| async move { inner.describe_quorum().await })
+            .await
     }
 
     /// Proposes `cmd` to the controller (wherever it is) and waits until
     /// this node has applied it. Callable from a shard.
     pub async fn propose(&self, cmd: Command) -> Result<Applied, KafkaError> {
+        self.on_control(|inner| async move { inner.propose(cmd).await })
+            .await
+    }
+
+    /// Runs `work` on the control runtime and waits for its answer (from
+    /// a shard: the oneshot's waker is woken from the control thread).
+    async fn on_control<T, F, Fut>(&self, work: F) -> Result<T, KafkaError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Inner>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, KafkaError>> + Send + 'static,
+    {
         let inner = self.inner.clone();
         let (tx, rx) = futures::channel::oneshot::channel();
         self.inner.rt.spawn(async move {
-            let _ = tx.send(inner.propose(cmd).await);
+            let _ = tx.send(work(inner).await);
         });
         rx.await
             .map_err(|_| KafkaError::new(ErrorCode::NotController, "the control plane stopped"))?
@@ -308,13 +309,7 @@ impl Inner {
             )
         };
         let addr = self
-            .raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .nodes()
-            .find(|(id, _)| **id == node as u64)
-            .map(|(_, n)| n.addr.clone())
+            .member_addr(node as u64)
             .ok_or_else(|| unreachable("it is not a member".into()))?;
         let mut link = peer::Link::new(self.caller(), addr);
         match link.call(call, Duration::from_secs(30)).await {
@@ -365,6 +360,17 @@ impl Inner {
             Ok(other) => Err(unknown(format!("the controller answered {other:?}"))),
             Err(e) => Err(unknown(e)),
         }
+    }
+
+    /// Where a member of the quorum listens for the others.
+    fn member_addr(&self, node: u64) -> Option<String> {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .nodes()
+            .find(|(id, _)| **id == node)
+            .map(|(_, n)| n.addr.clone())
     }
 
     fn caller(&self) -> peer::Caller {

@@ -97,7 +97,7 @@ impl CatalogMachine {
 
 /// Applies one command to `cat`, answering what happened and the next
 /// catalog if it changed.
-pub fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
+fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
     match cmd {
         Command::Seed { node, catalog } => {
             if !cat.cluster_id.is_empty() {

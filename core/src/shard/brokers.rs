@@ -21,30 +21,12 @@ impl Shard {
                 .collect();
         }
         let cat = self.catalog();
-        let mut out: Vec<(Broker, bool)> = cat
-            .nodes
-            .values()
-            .map(|n| {
-                let b = Broker {
-                    id: n.id,
-                    host: n.kafka_host.clone(),
-                    port: n.kafka_port,
-                    rack: n.rack.clone(),
-                };
-                (b, n.fenced)
-            })
-            .collect();
+        let mut out: Vec<(Broker, bool)> =
+            cat.nodes.values().map(|n| (n.broker(), n.fenced)).collect();
         // Until its registration is applied here, a node names itself: a
         // client's Metadata is never without a broker to go to.
         if !cat.nodes.contains_key(&self.config.node_id) {
-            let me = self.config.cluster_node();
-            let b = Broker {
-                id: me.id,
-                host: me.kafka_host,
-                port: me.kafka_port,
-                rack: me.rack,
-            };
-            out.push((b, false));
+            out.push((self.config.cluster_node().broker(), false));
         }
         out
     }
@@ -114,12 +96,7 @@ impl Shard {
                 format!("node {}, which coordinates {key:?}, is fenced", n.id),
             ));
         }
-        Ok(Broker {
-            id: n.id,
-            host: n.kafka_host.clone(),
-            port: n.kafka_port,
-            rack: n.rack.clone(),
-        })
+        Ok(n.broker())
     }
 
     /// In a cluster, deals the group slots over the live nodes if nobody
