@@ -2,7 +2,7 @@
 //! with a message for the client and the log.
 
 /// The Kafka error codes weir answers with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[repr(i16)]
 pub enum ErrorCode {
     UnknownServerError = -1,

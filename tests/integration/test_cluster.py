@@ -118,6 +118,15 @@ def test_a_group_is_coordinated_by_the_node_its_key_belongs_to(cluster):
     for _, p in acked:
         ends[p] = ends.get(p, 0) + 1
     assert {tp.partition: tp.offset for tp in committed} == {p: ends.get(p, 0) for p in range(6)}
+    # SQL's system tables on any node show the group where it is
+    # coordinated, and each offset's lag against its partition's leader.
+    assert same_on_every_node(cluster, f"SELECT group_id, state FROM weir.groups "
+                                       f"WHERE group_id = '{group}'") == [
+        {"group_id": group, "state": "Empty"}]
+    assert same_on_every_node(cluster, f"SELECT partition, committed_offset AS c, "
+                                       f"log_end_offset AS e, lag FROM weir.group_offsets "
+                                       f"WHERE group_id = '{group}' ORDER BY partition") == [
+        {"partition": p, "c": ends[p], "e": ends[p], "lag": 0} for p in sorted(ends)]
 
 
 def test_the_controller_killed_a_new_one_takes_over_and_the_node_catches_up(cluster):
@@ -329,6 +338,104 @@ def test_the_schema_registry_answers_on_every_node(cluster):
             assert f"r{port}" in registry(n, "GET", f"/schemas/ids/{sid}")["schema"]
 
 
+def sql(node, text):
+    """POST /sql on `node`: (status, parsed JSON body)."""
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(node.http + "/sql", data=text.encode(), method="POST")
+    try:
+        with node.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def rows(node, text):
+    status, body = sql(node, text)
+    assert status == 200, (node.bootstrap, text, body)
+    return body
+
+
+def same_on_every_node(cluster, text):
+    """The rows `text` answers, the same on every node."""
+    answers = [rows(n, text) for n in cluster.nodes]
+    for n, a in zip(cluster.nodes[1:], answers[1:]):
+        assert a == answers[0], (text, n.bootstrap, a, answers[0])
+    return answers[0]
+
+
+def test_sql_answers_for_the_whole_cluster_on_every_node(cluster):
+    one, two, three = cluster.nodes
+    # A table of 6 partitions made through node 1 is dealt over the three.
+    rows(one, "CREATE TABLE events (id BIGINT, kind VARCHAR) WITH (partitions = 6)")
+    await_leaders(cluster, three, "events", leaders(cluster, one, "events"))
+    assert set(leaders(cluster, one, "events").values()) == {1, 2, 3}
+    # INSERT through node 2 is carried to each partition's leader.
+    values = ", ".join(f"({i}, '{'even' if i % 2 == 0 else 'odd'}')" for i in range(60))
+    placed = rows(two, f"INSERT INTO events VALUES {values}")
+    assert len(placed) == 60 and {r["_partition"] for r in placed} == set(range(6))
+    # A Kafka producer's records are rows too.
+    produce(three.bootstrap, "events", [json.dumps({"id": 100 + i, "kind": "kafka"}) for i in range(30)])
+
+    everything = [{"id": i, "kind": "even" if i % 2 == 0 else "odd"} for i in range(60)] + [
+        {"id": 100 + i, "kind": "kafka"} for i in range(30)]
+    assert same_on_every_node(cluster, "SELECT id, kind FROM events ORDER BY id") == everything
+    assert same_on_every_node(cluster, "SELECT count(*) AS n, sum(id) AS s FROM events") == [
+        {"n": 90, "s": sum(r["id"] for r in everything)}]
+    assert same_on_every_node(cluster, "SELECT kind, count(*) AS n FROM events GROUP BY kind "
+                                       "ORDER BY kind") == [
+        {"kind": "even", "n": 30}, {"kind": "kafka", "n": 30}, {"kind": "odd", "n": 30}]
+    assert same_on_every_node(cluster, "SELECT id FROM events WHERE kind = 'odd' "
+                                       "ORDER BY id DESC LIMIT 3") == [{"id": 59}, {"id": 57}, {"id": 55}]
+    # A topic without a table's schema reads as its records, each where
+    # it was acknowledged.
+    create_topic(one.bootstrap, "raw", partitions=6)
+    acked = produce(two.bootstrap, "raw", [f"r{i}" for i in range(120)])
+    per_partition = {}
+    for _, partition in acked:
+        per_partition[partition] = per_partition.get(partition, 0) + 1
+    assert same_on_every_node(cluster, "SELECT _partition AS p, count(*) AS n FROM raw "
+                                        "GROUP BY _partition ORDER BY _partition") == [
+        {"p": p, "n": n} for p, n in sorted(per_partition.items())]
+    assert same_on_every_node(cluster, "SELECT _value AS v FROM raw WHERE _key = 'r7'") == [{"v": "r7"}]
+
+    # A keyed table: rows written through every node, a key written again
+    # by a Kafka producer into another partition than its home (newer, so
+    # it wins wherever its copies are), a DELETE through node 3.
+    rows(one, "CREATE TABLE accounts (id BIGINT PRIMARY KEY, owner VARCHAR) WITH (partitions = 6)")
+    await_leaders(cluster, three, "accounts", leaders(cluster, one, "accounts"))
+    for i, n in enumerate(cluster.nodes):
+        rows(n, "INSERT INTO accounts VALUES " + ", ".join(
+            f"({k}, 'v{i}')" for k in range(20)))
+    p = Producer({"bootstrap.servers": two.bootstrap, "acks": "all"})
+    later = int(time.time() * 1000) + 60_000
+    for k in range(5):
+        # Partition (k + 3) % 6 is not k's home for most k; either way
+        # the newest write is the row, and the old copy is hidden.
+        p.produce("accounts", key=b"%d" % k, value=json.dumps({"id": k, "owner": "kafka"}).encode(),
+                  partition=(k + 3) % 6, timestamp=later)
+    assert p.flush(30) == 0
+    rows(three, "DELETE FROM accounts WHERE id IN (18, 19)")
+    want = [{"id": k, "owner": "kafka" if k < 5 else "v2"} for k in range(18)]
+    assert same_on_every_node(cluster, "SELECT id, owner FROM accounts ORDER BY id") == want
+    assert same_on_every_node(cluster, "SELECT owner, count(*) AS n FROM accounts GROUP BY owner "
+                                       "ORDER BY owner") == [{"owner": "kafka", "n": 5},
+                                                             {"owner": "v2", "n": 13}]
+
+    # An Avro table on nodes that do not lead the registry's topic: its
+    # writer schemas come from the registry's node.
+    trade = {"type": "record", "name": "trade", "fields": [
+        {"name": "id", "type": "long"}, {"name": "symbol", "type": "string"}]}
+    registry(three, "POST", "/subjects/trades-value/versions", {"schema": json.dumps(trade)})
+    rows(two, "CREATE TABLE trades WITH (format = 'avro', subject = 'trades-value', partitions = 3)")
+    await_leaders(cluster, one, "trades", leaders(cluster, two, "trades"))
+    for i, n in enumerate(cluster.nodes):
+        rows(n, f"INSERT INTO trades VALUES ({i}, 'S{i}'), ({10 + i}, 'T{i}')")
+    assert same_on_every_node(cluster, "SELECT id, symbol FROM trades ORDER BY id") == [
+        {"id": i, "symbol": f"S{i}"} for i in range(3)] + [
+        {"id": 10 + i, "symbol": f"T{i}"} for i in range(3)]
+
+
 def test_a_node_that_is_not_a_voter_joins_and_takes_partitions(cluster, tmp_path):
     from conftest import free_port
     fourth = Node(tmp_path / "node4", cores=1,
@@ -349,41 +456,95 @@ def test_a_node_that_is_not_a_voter_joins_and_takes_partitions(cluster, tmp_path
         fourth.kill()
 
 
-def test_a_transaction_on_its_coordinators_node_commits_and_one_spanning_nodes_is_refused(cluster):
-    create_topic(cluster.node(1).bootstrap, "tx", partitions=6)
-    led = leaders(cluster, cluster.node(1), "tx")
-    admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
-    # A transactional id coordinated by node 1: ids and groups share the
-    # group slots, so a group of the same name tells its coordinator.
-    tid = next(t for t in (f"tx-{i}" for i in range(60))
-               if admin.describe_consumer_groups([t])[t].result(10).coordinator.id == 1)
-    producer = Producer({"bootstrap.servers": cluster.node(1).bootstrap, "transactional.id": tid})
-    producer.init_transactions(15)
-    here = next(p for p, n in led.items() if n == 1)
-    there = next(p for p, n in led.items() if n != 1)
-    producer.begin_transaction()
-    producer.produce("tx", value=b"committed", partition=here)
-    producer.commit_transaction(15)
-    # A partition another node leads: refused before anything is written.
-    producer.begin_transaction()
-    producer.produce("tx", value=b"refused", partition=there)
-    with pytest.raises(KafkaException):
-        producer.commit_transaction(15)
-    assert cluster.node(1).await_log(f"is led by node {led[there]}")
-    # Nothing was written there, so nothing is left open; the committed
-    # record reads back under read_committed.
-    c = Consumer({"bootstrap.servers": cluster.node(2).bootstrap, "group.id": "rc",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    assert c.get_watermark_offsets(TopicPartition("tx", there), timeout=10) == (0, 0)
-    c.assign([TopicPartition("tx", here, 0)])
-    got = None
-    deadline = time.time() + 30
-    while got is None and time.time() < deadline:
+def coordinated_by(admin, prefix, want):
+    """A group id (or transactional id: they share the group slots) whose
+    coordinator is a node `want` accepts."""
+    return next(g for g in (f"{prefix}-{i}" for i in range(200))
+                if want(admin.describe_consumer_groups([g])[g].result(10).coordinator.id))
+
+
+def read_committed(bootstrap, topic, partitions, timeout=30):
+    """Every committed value of `topic`, read_committed to each partition's
+    end (librdkafka's end-of-partition event: the last stable offset)."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "committed-reader",
+                  "isolation.level": "read_committed", "enable.partition.eof": True,
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    values, ended = [], set()
+    deadline = time.time() + timeout
+    while len(ended) < partitions and time.time() < deadline:
         m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got = m.value()
+        if m is None:
+            continue
+        if m.error() is not None:
+            assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+            ended.add(m.partition())
+        else:
+            values.append(m.value().decode())
     c.close()
-    assert got == b"committed"
+    assert len(ended) == partitions, f"partitions {set(range(partitions)) - ended} did not end"
+    return values
+
+
+def test_a_transaction_spanning_nodes_commits_and_aborts_on_every_node(cluster):
+    """Consume-transform-produce as Kafka Streams' exactly-once does it: the
+    transaction's coordinator is node 1, its output partitions are led by
+    all three nodes and its input group is coordinated by another node; the
+    markers and the offsets reach them (Kafka's WriteTxnMarkers)."""
+    one = cluster.node(1)
+    create_topic(one.bootstrap, "tx-in", partitions=1)
+    create_topic(one.bootstrap, "tx", partitions=6)
+    await_leaders(cluster, cluster.node(3), "tx", leaders(cluster, one, "tx"))
+    assert set(leaders(cluster, one, "tx").values()) == {1, 2, 3}
+    produce(one.bootstrap, "tx-in", [f"in-{i}" for i in range(20)])
+    admin = AdminClient({"bootstrap.servers": one.bootstrap})
+    tid = coordinated_by(admin, "tx", lambda n: n == 1)
+    group = coordinated_by(admin, "tx-readers", lambda n: n != 1)
+
+    consumer = Consumer({"bootstrap.servers": cluster.node(2).bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("tx-in", 0, 0)])
+    producer = Producer({"bootstrap.servers": one.bootstrap, "transactional.id": tid})
+    producer.init_transactions(15)
+
+    def transform(count, tag, commit):
+        read = []
+        deadline = time.time() + 30
+        while len(read) < count and time.time() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                read.append(m)
+        assert len(read) == count
+        producer.begin_transaction()
+        for m in read:
+            for p in range(6):
+                producer.produce("tx", value=f"{tag}:{m.value().decode()}".encode(), partition=p)
+        producer.send_offsets_to_transaction(
+            [TopicPartition("tx-in", 0, read[-1].offset() + 1)],
+            consumer.consumer_group_metadata(), 15)
+        if commit:
+            producer.commit_transaction(15)
+        else:
+            producer.abort_transaction(15)
+            consumer.seek(TopicPartition("tx-in", 0, read[0].offset()))
+
+    transform(10, "aborted", commit=False)
+    transform(10, "committed", commit=True)
+    transform(10, "last", commit=True)
+    consumer.close()
+
+    # Every partition, read_committed through each node: the committed
+    # transactions' records, none of the aborted one's.
+    want = sorted(f"{tag}:in-{i}" for tag, r in (("committed", range(10)), ("last", range(10, 20)))
+                  for i in r) * 6
+    for n in cluster.nodes:
+        assert sorted(read_committed(n.bootstrap, "tx", 6)) == sorted(want)
+    # The group's offset is the committed transactions' last, told by
+    # the node coordinating it to a client of any node.
+    c = Consumer({"bootstrap.servers": cluster.node(3).bootstrap, "group.id": group})
+    assert c.committed([TopicPartition("tx-in", 0)], timeout=10)[0].offset == 20
+    c.close()
 
 
 def test_a_replication_factor_above_the_live_nodes_is_refused(cluster):

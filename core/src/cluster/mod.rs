@@ -43,6 +43,15 @@ pub enum Service {
     /// A schema registry request (`registry::api::Request` as JSON,
     /// answered with its `Answer`).
     Registry,
+    /// A statement's work on partitions this node leads
+    /// (`sql::leaders`).
+    Sql,
+    /// Writer schemas for another node's Avro tables, from the registry
+    /// this node serves (`registry::SchemaQuery`).
+    Schemas,
+    /// A transaction coordinator's markers and offsets for partitions and
+    /// groups this node has (`txn::remote`).
+    Txn,
 }
 
 /// A request another node forwarded here, for this node's shards to
@@ -164,6 +173,17 @@ impl Control {
         catalog_version: u64,
         body: Vec<u8>,
     ) -> Result<Vec<u8>, KafkaError> {
+        let body = String::from_utf8(body)
+            .map_err(|e| e.to_string())
+            .and_then(|text| {
+                serde_json::value::RawValue::from_string(text).map_err(|e| e.to_string())
+            })
+            .map_err(|why| {
+                KafkaError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("a request for node {node} is not JSON: {why}"),
+                )
+            })?;
         let call = peer::Call::Forward {
             service,
             catalog_version,
@@ -171,6 +191,25 @@ impl Control {
         };
         self.on_control(move |inner| async move { inner.forward(node, call).await })
             .await
+    }
+
+    /// `forward` with the request and its answer as JSON: `request`
+    /// serialised, the answer parsed as a `T`.
+    pub async fn ask<T: serde::de::DeserializeOwned>(
+        &self,
+        node: i32,
+        service: Service,
+        catalog_version: u64,
+        request: &impl serde::Serialize,
+    ) -> Result<T, KafkaError> {
+        let body = serde_json::to_vec(request).expect("requests serialise");
+        let answer = self.forward(node, service, catalog_version, body).await?;
+        serde_json::from_slice(&answer).map_err(|e| {
+            KafkaError::new(
+                ErrorCode::UnknownServerError,
+                format!("node {node} answered a {service:?} request with no answer: {e}"),
+            )
+        })
     }
 
     /// Waits until this node's quorum has applied catalog `version` (or
@@ -313,8 +352,11 @@ impl Inner {
             .ok_or_else(|| unreachable("it is not a member".into()))?;
         let mut link = peer::Link::new(self.caller(), addr);
         match link.call(call, Duration::from_secs(30)).await {
-            Ok(peer::Reply::Forwarded(Ok(answer))) => Ok(answer),
-            Ok(peer::Reply::Forwarded(Err(why))) => Err(unreachable(why)),
+            Ok(peer::Reply::Forwarded(Ok(answer))) => Ok(answer.get().as_bytes().to_vec()),
+            Ok(peer::Reply::Forwarded(Err(why))) => Err(KafkaError::new(
+                ErrorCode::UnknownServerError,
+                format!("node {node} could not answer: {why}"),
+            )),
             Ok(other) => Err(unreachable(format!("it answered {other:?}"))),
             Err(e) => Err(unreachable(e)),
         }

@@ -15,6 +15,7 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, SnapshotMeta, Vote};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -61,7 +62,8 @@ pub enum Call {
         service: super::Service,
         /// The catalog version the asking node had.
         catalog_version: u64,
-        body: Vec<u8>,
+        /// The service's request, JSON carried as it is.
+        body: Box<RawValue>,
     },
 }
 
@@ -74,7 +76,7 @@ pub enum Reply {
     Written(Result<(Applied, u64), Refusal>),
     Done(Result<(), Refusal>),
     Quorum(Result<super::QuorumView, Refusal>),
-    Forwarded(Result<Vec<u8>, String>),
+    Forwarded(Result<Box<RawValue>, String>),
     /// The request was not taken: why.
     Refused(String),
 }

@@ -106,6 +106,19 @@ async fn answer(inner: &Inner, req: Request) -> Result<Reply, String> {
             service,
             catalog_version,
             body,
-        } => Reply::Forwarded(inner.forwarded(service, catalog_version, body).await),
+        } => Reply::Forwarded(
+            inner
+                .forwarded(service, catalog_version, body.get().as_bytes().to_vec())
+                .await
+                .and_then(json),
+        ),
     })
+}
+
+/// A service's answer as the JSON it is.
+fn json(answer: Vec<u8>) -> Result<Box<serde_json::value::RawValue>, String> {
+    String::from_utf8(answer)
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_json::value::RawValue::from_string(text).map_err(|e| e.to_string()))
+        .map_err(|why| format!("this node's answer is not JSON: {why}"))
 }

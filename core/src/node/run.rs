@@ -177,6 +177,15 @@ fn serve_forwarded(shard: &Rc<Shard>) {
                     crate::cluster::Service::Registry => {
                         crate::registry::api::handle_forwarded(&shard, &f.body).await
                     }
+                    crate::cluster::Service::Sql => {
+                        crate::sql::leaders::handle_forwarded(&shard, &f.body).await
+                    }
+                    crate::cluster::Service::Schemas => {
+                        crate::registry::handle_schema_query(&shard, &f.body).await
+                    }
+                    crate::cluster::Service::Txn => {
+                        crate::txn::remote::handle_forwarded(&shard, &f.body).await
+                    }
                 };
                 let _ = f.answer.send(answer);
             })

@@ -128,9 +128,74 @@ fn fetched(st: &State, id: i32) -> Option<Fetched> {
     })
 }
 
-/// The schemas of those `ids` that are registered, asked of the registry's
-/// shard (with `_schemas` applied up to its end).
+/// The node leading `_schemas` when it is another one (none: no topic, so
+/// nothing registered, or this node leads it).
+fn leader_elsewhere(shard: &Shard) -> Option<i32> {
+    shard.cluster.as_ref()?;
+    match shard.catalog().place(TOPIC, 0) {
+        Some((Some(node), _)) if node != shard.config.node_id => Some(node),
+        _ => None,
+    }
+}
+
+/// What a node asks of the registry on the node leading `_schemas`, for
+/// the writer schemas of its Avro tables (`cluster::Service::Schemas`).
+#[derive(serde::Serialize, serde::Deserialize)]
+enum SchemaQuery {
+    ById(Vec<i32>),
+    Latest(String),
+}
+
+/// Asks node `node`'s registry; the schemas it found.
+async fn ask(shard: &Rc<Shard>, node: i32, query: &SchemaQuery) -> Result<Vec<Fetched>, String> {
+    let control = shard
+        .cluster
+        .as_ref()
+        .expect("only a cluster has other nodes");
+    let service = crate::cluster::Service::Schemas;
+    let answer: Result<Vec<Fetched>, String> = control
+        .ask(node, service, shard.catalog().version, query)
+        .await
+        .map_err(|e| e.message)?;
+    answer
+}
+
+/// Answers a `SchemaQuery` another node forwarded here.
+pub async fn handle_schema_query(shard: &Rc<Shard>, body: &[u8]) -> Result<Vec<u8>, String> {
+    let query: SchemaQuery =
+        serde_json::from_slice(body).map_err(|e| format!("not a schema query: {e}"))?;
+    let answer = match query {
+        SchemaQuery::ById(ids) => registered_by_id(shard, ids).await,
+        SchemaQuery::Latest(subject) => registered_latest(shard, subject)
+            .await
+            .map(|f| f.into_iter().collect()),
+    };
+    Ok(serde_json::to_vec(&answer).expect("schemas serialise"))
+}
+
+/// The schemas of those `ids` that are registered, asked of the registry
+/// (on the node leading `_schemas`, in a cluster).
 pub async fn schemas_by_id(shard: &Rc<Shard>, ids: Vec<i32>) -> Result<Vec<Fetched>, String> {
+    match leader_elsewhere(shard) {
+        Some(node) => ask(shard, node, &SchemaQuery::ById(ids)).await,
+        None => registered_by_id(shard, ids).await,
+    }
+}
+
+/// The latest live version of `subject`'s schema, if it has one.
+pub async fn latest(shard: &Rc<Shard>, subject: String) -> Result<Option<Fetched>, String> {
+    match leader_elsewhere(shard) {
+        Some(node) => Ok(ask(shard, node, &SchemaQuery::Latest(subject))
+            .await?
+            .into_iter()
+            .next()),
+        None => registered_latest(shard, subject).await,
+    }
+}
+
+/// `schemas_by_id` on this node's registry shard (with `_schemas` applied
+/// up to its end).
+async fn registered_by_id(shard: &Rc<Shard>, ids: Vec<i32>) -> Result<Vec<Fetched>, String> {
     shard
         .invoke_on(owner(shard), move |s| async move {
             let registry = s.state::<Registry>();
@@ -142,8 +207,8 @@ pub async fn schemas_by_id(shard: &Rc<Shard>, ids: Vec<i32>) -> Result<Vec<Fetch
         .map_err(|e| e.message)?
 }
 
-/// The latest live version of `subject`'s schema, if it has one.
-pub async fn latest(shard: &Rc<Shard>, subject: String) -> Result<Option<Fetched>, String> {
+/// `latest` on this node's registry shard.
+async fn registered_latest(shard: &Rc<Shard>, subject: String) -> Result<Option<Fetched>, String> {
     shard
         .invoke_on(owner(shard), move |s| async move {
             let registry = s.state::<Registry>();

@@ -17,7 +17,7 @@ use super::eval::{args, function_name, is_aggregate, visit, Eval, Folded, Scope}
 use super::value::{as_f64, as_i64, compare, float};
 
 /// An aggregate call of the statement, named by its text.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Aggregate {
     pub key: String,
     name: String,
@@ -60,8 +60,21 @@ pub fn aggregates<'a>(exprs: impl Iterator<Item = &'a Expr>) -> SqlResult<Vec<Ag
     Ok(out)
 }
 
+/// An `f64` as its IEEE bits, exact whatever its value.
+mod f64_bits {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(v.to_bits())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        u64::deserialize(d).map(f64::from_bits)
+    }
+}
+
 /// One aggregate's running state over the rows seen so far.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Acc {
     /// Rows seen (what `count(*)` answers).
     rows: i64,
@@ -72,6 +85,9 @@ struct Acc {
     /// Their exact sum (an i128 cannot overflow from i64 terms here), so
     /// partitions' sums merge to what one pass gives whatever the order.
     int_sum: i128,
+    /// Sent between nodes as its bits: JSON has no infinity for a sum
+    /// that overflowed.
+    #[serde(with = "f64_bits")]
     float_sum: f64,
     /// The first value that is not a number (SUM and AVG fail on it).
     non_number: Option<Value>,
@@ -171,21 +187,21 @@ impl Acc {
 }
 
 /// A group being folded: its first row and its aggregates' states.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Group {
     first: Vec<Value>,
     accs: Vec<Acc>,
 }
 
 /// The groups of the rows folded so far, in the order they first appeared.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Groups {
     index: HashMap<String, usize>,
     list: Vec<Group>,
 }
 
 /// What folding needs: the GROUP BY expressions and the aggregate calls.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
     pub group_by: Vec<Expr>,
     pub aggregates: Vec<Aggregate>,

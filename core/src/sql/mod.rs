@@ -9,6 +9,7 @@ pub mod bounds;
 pub mod error;
 pub mod eval;
 pub mod fold;
+pub mod leaders;
 pub mod scan;
 pub mod select;
 pub mod system;

@@ -27,7 +27,7 @@ use crate::table::schema::{bytes_value, format_timestamp, ColumnType};
 /// its filter (all without one), or the `top` ones by its keys, with only
 /// the `used` columns filled (all without a mask; the others are null),
 /// and no more than `max_bytes` of them (as `row_bytes` counts).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ScanShape {
     pub cap: Option<usize>,
     pub used: Option<Vec<bool>>,
@@ -40,7 +40,7 @@ pub struct ScanShape {
 
 /// The `keep` first rows by ORDER BY `keys` (expressions over the input
 /// row) in directions `dirs`; ties stay in offset order.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct TopK {
     pub keys: Vec<Expr>,
     pub dirs: Vec<SortDir>,

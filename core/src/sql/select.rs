@@ -18,17 +18,16 @@ use super::eval::{
     check_columns, column_name, has_aggregate, mark_columns, Columns, Eval, Folded, Scope,
 };
 use super::fold::{self, Groups, Plan};
+use super::leaders::{each_partition, on_leaders, PartitionOp};
 use super::system::SystemTable;
 use super::value::{compare_keys, literal, SortDir};
 use super::{const_value, table_name, Caller, QueryResult, SqlError};
 use crate::catalog::{Catalog, TopicMeta};
 use crate::partitioner::partition_for_key;
 use crate::shard::Shard;
-use crate::sql::scan::{
-    fold_partition, partition_claims, scan_partition, settle_partition, ScanShape, TopK,
-};
+use crate::sql::scan::{ScanShape, TopK};
 use crate::table::keyed::{Claim, Losers};
-use crate::table::read::{columns, ScanError};
+use crate::table::read::columns;
 
 #[cfg(test)]
 mod tests;
@@ -207,37 +206,46 @@ impl SelectPlan {
     /// or one empty row for a SELECT without FROM.
     async fn input(&self, shard: &Rc<Shard>, caller: &Caller<'_>) -> Result<Input, SqlError> {
         if let (Some(meta), Some(shape)) = (&self.table, &self.shape) {
-            let mut shape = shape.clone();
+            let mut losers = Losers::new();
             if meta.schema.as_ref().is_some_and(|s| s.is_keyed()) && meta.partitions() > 1 {
-                shape.losers = Some(Arc::new(settle(shard, meta, shape.max_bytes).await?));
+                losers = settle(shard, meta, shape.max_bytes).await?;
             }
+            // Each partition is sent only its own losers.
+            let shape_of = |p: i32| {
+                let mut shape = shape.clone();
+                if let Some(lost) = losers.get(&p) {
+                    shape.losers = Some(Arc::new(Losers::from([(p, lost.clone())])));
+                }
+                shape
+            };
+            let filter = &self.filter;
+            let op = |p: i32| match &self.fold {
+                Some(plan) => PartitionOp::Fold {
+                    filter: filter.clone(),
+                    shape: shape_of(p),
+                    plan: plan.clone(),
+                },
+                None => PartitionOp::Scan {
+                    filter: filter.clone(),
+                    shape: shape_of(p),
+                },
+            };
+            let work = (0..meta.partitions()).map(|p| (p, op(p))).collect();
+            let parts = on_leaders(shard, &meta.name, work).await?;
             return Ok(match &self.fold {
                 Some(plan) => {
-                    let arg = (
-                        meta.clone(),
-                        self.filter.clone(),
-                        shape.clone(),
-                        plan.clone(),
-                    );
-                    let parts = each_partition(shard, meta, arg, |s, p, arg| async move {
-                        let (meta, filter, shape, plan) = arg;
-                        fold_partition(&s, &p, &meta, filter.as_ref(), &shape, &plan).await
-                    })
-                    .await?;
                     let mut all = Groups::default();
                     for g in parts {
-                        all.merge(plan, g);
+                        all.merge(plan, g.groups()?);
                     }
                     Input::Groups(all.finish(plan))
                 }
                 None => {
-                    let arg = (meta.clone(), self.filter.clone(), shape.clone());
-                    let parts = each_partition(shard, meta, arg, |s, p, arg| async move {
-                        let (meta, filter, shape) = arg;
-                        scan_partition(&s, &p, &meta, filter.as_ref(), &shape).await
-                    })
-                    .await?;
-                    Input::Rows(parts.into_iter().flatten().collect())
+                    let mut rows = Vec::new();
+                    for part in parts {
+                        rows.extend(part.rows()?);
+                    }
+                    Input::Rows(rows)
                 }
             });
         }
@@ -484,80 +492,31 @@ fn used_columns(
     Some(used)
 }
 
-/// Runs `op` with a copy of `arg` on each partition of `meta`, on the shard
-/// that owns it; the answers in partition order. A scan's own failure (a
-/// WHERE or an aggregate that fails on some row, a statement past the scan
-/// limit) is the statement's; a read that fails, or a partition or shard
-/// that does not answer, is the node's.
 /// A keyed table of several partitions: the copies of keys that lose to a
 /// newer copy in another partition (`table::keyed`), found in two rounds:
 /// every partition names its copies of keys whose home is elsewhere, then
 /// each key's home compares them with its own. Each partition may hold
 /// `max_bytes` of such keys.
 async fn settle(shard: &Rc<Shard>, meta: &TopicMeta, max_bytes: usize) -> Result<Losers, SqlError> {
-    let arg = (meta.clone(), max_bytes);
-    let claims = each_partition(shard, meta, arg, |s, p, (meta, max)| async move {
-        partition_claims(&s, &p, &meta, max).await
-    })
-    .await?;
+    let claims = each_partition(shard, meta, PartitionOp::Claims { max_bytes }).await?;
     let n = meta.partitions();
     let mut by_home: Vec<Vec<Claim>> = vec![Vec::new(); n.max(1) as usize];
-    let mut any = false;
-    for c in claims.into_iter().flatten() {
-        any = true;
-        by_home[partition_for_key(&c.key, n) as usize].push(c);
+    for part in claims {
+        for c in part.claims()? {
+            by_home[partition_for_key(&c.key, n) as usize].push(c);
+        }
     }
-    if !any {
-        return Ok(Losers::new());
-    }
-    let arg = (meta.clone(), Arc::new(by_home));
-    let lost = each_partition(shard, meta, arg, |s, p, (meta, by_home)| async move {
-        let incoming = by_home.get(p.index as usize).map_or(&[][..], |c| &c[..]);
-        settle_partition(&s, &p, &meta, incoming).await
-    })
-    .await?;
+    // Only the homes of claimed keys have anything to settle.
+    let work: Vec<_> = (0..n)
+        .zip(by_home)
+        .filter(|(_, incoming)| !incoming.is_empty())
+        .map(|(p, incoming)| (p, PartitionOp::Settle { incoming }))
+        .collect();
     let mut losers = Losers::new();
-    for (partition, key) in lost.into_iter().flatten() {
-        losers.entry(partition).or_default().insert(key);
+    for part in on_leaders(shard, &meta.name, work).await? {
+        for (partition, key) in part.losers()? {
+            losers.entry(partition).or_default().insert(key);
+        }
     }
     Ok(losers)
-}
-
-pub(super) async fn each_partition<A, R, F, Fut>(
-    shard: &Rc<Shard>,
-    meta: &TopicMeta,
-    arg: A,
-    op: F,
-) -> Result<Vec<R>, SqlError>
-where
-    A: Clone + Send + 'static,
-    R: Send + 'static,
-    F: Fn(Rc<Shard>, Rc<crate::partition::Partition>, A) -> Fut + Send + Clone + 'static,
-    Fut: std::future::Future<Output = Result<R, ScanError>> + 'static,
-{
-    let work: Vec<_> = (0..meta.partitions())
-        .map(|p| crate::by_partition::PartitionWork {
-            at: p as usize,
-            tp: crate::topic_partition::TopicPartition::new(meta.name.clone(), p),
-            arg: arg.clone(),
-        })
-        .collect();
-    let answers = shard
-        .on_partitions(work, move |s, p, a| {
-            let answer = op(s, p, a);
-            async move { Ok(answer.await) }
-        })
-        .await;
-    let mut parts = Vec::with_capacity(answers.len());
-    for (i, r) in answers {
-        let part = match r {
-            Ok(Ok(part)) => part,
-            Ok(Err(ScanError::Statement(why))) => return Err(SqlError::Statement(why)),
-            Ok(Err(ScanError::Read(why))) => return Err(SqlError::Node(why)),
-            Err(e) => return Err(SqlError::Node(e.message)),
-        };
-        parts.push((i, part));
-    }
-    parts.sort_by_key(|(i, _)| *i);
-    Ok(parts.into_iter().map(|(_, r)| r).collect())
 }

@@ -14,20 +14,19 @@
 //! groups it may describe (and, in `group_offsets`, only topics it may
 //! describe), as Kafka's ListGroups and OffsetFetch show them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use serde_json::Value;
 use sqlparser::ast::ObjectName;
 
+use super::leaders::{each_on_leaders, PartitionOp};
 use super::{Caller, QueryResult, SqlError};
 use crate::auth::acl::{Operation, ResourceType};
-use crate::by_partition::PartitionWork;
 use crate::shard::Shard;
-use crate::topic_partition::{TopicPartition, TopicPartitionRef};
 
 /// A table of the node's own state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SystemTable {
     Groups,
     GroupOffsets,
@@ -124,11 +123,33 @@ impl SystemTable {
                 name,
             )
         };
+        // Every node's, in a cluster: each coordinates its own groups.
+        let mut rows = super::leaders::on_every_node(shard, self).await?;
+        rows.retain(|r| may_describe(ResourceType::Group, text(&r[0])));
         match self {
-            SystemTable::Groups => group_rows(shard, &may_describe).await,
-            SystemTable::GroupOffsets => group_offset_rows(shard, &may_describe).await,
+            SystemTable::Groups => {
+                rows.sort_by(|a, b| text(&a[0]).cmp(text(&b[0])));
+                Ok(rows)
+            }
+            SystemTable::GroupOffsets => {
+                rows.retain(|r| may_describe(ResourceType::Topic, text(&r[1])));
+                with_log_ends(shard, rows).await
+            }
         }
     }
+
+    /// This node's rows, whoever may see them: `weir.groups`' rows, or
+    /// `weir.group_offsets`' group, topic, partition and committed offset.
+    pub async fn node_rows(self, shard: &Rc<Shard>) -> Result<Vec<Vec<Value>>, SqlError> {
+        match self {
+            SystemTable::Groups => group_rows(shard).await,
+            SystemTable::GroupOffsets => committed_rows(shard).await,
+        }
+    }
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
 }
 
 /// What a shard's answer failed with is the node's failure.
@@ -136,12 +157,9 @@ fn node(e: crate::error::KafkaError) -> SqlError {
     SqlError::Node(e.message)
 }
 
-/// `weir.groups`: every shard's groups (the new protocol's assignor and
-/// members, or the classic one's), those the caller may describe.
-async fn group_rows(
-    shard: &Rc<Shard>,
-    may_describe: &dyn Fn(ResourceType, &str) -> bool,
-) -> Result<Vec<Vec<Value>>, SqlError> {
+/// `weir.groups` on this node: every shard's groups (the new protocol's
+/// assignor and members, or the classic one's).
+async fn group_rows(shard: &Rc<Shard>) -> Result<Vec<Vec<Value>>, SqlError> {
     let per_shard = (0..shard.nr_shards).map(|i| {
         shard.invoke_on(i, |s| async move {
             s.groups
@@ -171,49 +189,74 @@ async fn group_rows(
     for part in futures::future::join_all(per_shard).await {
         rows.extend(part.map_err(node)?);
     }
-    rows.retain(|r| may_describe(ResourceType::Group, r[0].as_str().unwrap_or("")));
-    rows.sort_by(|a, b| a[0].as_str().cmp(&b[0].as_str()));
     Ok(rows)
 }
 
-/// `weir.group_offsets`: every shard's committed offsets the caller may
-/// describe (group and topic), each with its partition's log end and lag.
-async fn group_offset_rows(
-    shard: &Rc<Shard>,
-    may_describe: &dyn Fn(ResourceType, &str) -> bool,
-) -> Result<Vec<Vec<Value>>, SqlError> {
+/// `weir.group_offsets` on this node: every shard's committed offsets as
+/// group, topic, partition and offset.
+async fn committed_rows(shard: &Rc<Shard>) -> Result<Vec<Vec<Value>>, SqlError> {
     let per_shard = (0..shard.nr_shards)
         .map(|i| shard.invoke_on(i, |s| async move { s.groups.committed_offsets() }));
-    let mut committed = Vec::new();
+    let mut rows = Vec::new();
     for part in futures::future::join_all(per_shard).await {
-        committed.extend(part.map_err(node)?);
+        rows.extend(part.map_err(node)?.into_iter().map(|(g, t, p, offset)| {
+            vec![
+                Value::from(g),
+                Value::from(t),
+                Value::from(p),
+                Value::from(offset),
+            ]
+        }));
     }
-    committed.retain(|(g, t, _, _)| {
-        may_describe(ResourceType::Group, g) && may_describe(ResourceType::Topic, t)
-    });
+    Ok(rows)
+}
+
+/// `weir.group_offsets`' rows from committed offsets (`committed_rows`):
+/// in order, each with its partition's log end (from its leader) and lag.
+async fn with_log_ends(
+    shard: &Rc<Shard>,
+    rows: Vec<Vec<Value>>,
+) -> Result<Vec<Vec<Value>>, SqlError> {
+    let mut committed: Vec<(String, String, i32, i64)> = rows
+        .into_iter()
+        .map(|r| {
+            (
+                text(&r[0]).to_string(),
+                text(&r[1]).to_string(),
+                r[2].as_i64().unwrap_or(-1) as i32,
+                r[3].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
     committed.sort();
-    // The log end of every partition named, from its owner.
-    let tps: Vec<TopicPartition> = committed
-        .iter()
-        .map(|(_, t, p, _)| TopicPartition::new(t.as_str(), *p))
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let work = PartitionWork::on_each(&tps);
-    let ends: BTreeMap<TopicPartition, i64> = shard
-        .on_partitions(work, |_, p, ()| async move { Ok(p.log.high_watermark()) })
-        .await
-        .into_iter()
-        // A partition gone since the commit (its topic deleted,
-        // or shrunk) has no log end.
-        .filter_map(|(at, end)| end.ok().map(|e| (tps[at].clone(), e)))
-        .collect();
+    // The log end of every partition named, from its leader.
+    let mut by_topic: BTreeMap<&str, BTreeSet<i32>> = BTreeMap::new();
+    for (_, t, p, _) in &committed {
+        by_topic.entry(t).or_default().insert(*p);
+    }
+    let catalog = shard.catalog();
+    let mut ends: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for (topic, partitions) in by_topic {
+        // A partition gone since the commit (its topic deleted, or
+        // shrunk), or on a node that cannot answer, has no log end.
+        let Some(meta) = catalog.topic(topic) else {
+            continue;
+        };
+        let asked: Vec<i32> = partitions
+            .into_iter()
+            .filter(|p| (0..meta.partitions()).contains(p))
+            .collect();
+        let work = asked.iter().map(|&p| (p, PartitionOp::LogEnd)).collect();
+        for (p, end) in asked.iter().zip(each_on_leaders(shard, topic, work).await) {
+            if let Ok(end) = end.and_then(|e| e.log_end()) {
+                ends.insert((topic.to_string(), *p), end);
+            }
+        }
+    }
     Ok(committed
         .into_iter()
         .map(|(g, t, p, offset)| {
-            let end = ends
-                .get(&(t.as_str(), p) as &dyn TopicPartitionRef)
-                .copied();
+            let end = ends.get(&(t.clone(), p)).copied();
             vec![
                 Value::from(g),
                 Value::from(t),

@@ -179,7 +179,7 @@ pub(super) fn json_field(v: &Value, key: &Value) -> Option<Value> {
 
 /// One ORDER BY key's direction: ascending or not, and NULLS FIRST/LAST
 /// (`None`: nulls sort as the largest value, as PostgreSQL does).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SortDir {
     pub asc: bool,
     pub nulls_first: Option<bool>,

@@ -14,27 +14,22 @@
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::Arc;
 
-use bytes::Bytes;
 use serde_json::{Map, Value};
 use sqlparser::ast::{
     BinaryOperator, Delete, Expr, FromTable, Insert, SetExpr, TableFactor, TableObject,
 };
 
 use super::eval::column_name;
-use super::select::each_partition;
+use super::leaders::{each_partition, on_leaders, PartitionOp};
 use super::{const_value, error::SqlResult, table_name, Caller, QueryResult, SqlError};
 use crate::auth::acl::Operation;
-use crate::by_partition::PartitionWork;
 use crate::catalog::TopicMeta;
 use crate::partitioner::partition_for_key;
 use crate::shard::Shard;
-use crate::sql::scan::partition_copies;
 use crate::table::avro;
 use crate::table::keyed::rank;
 use crate::table::row::{convert, object_bytes};
-use crate::topic_partition::TopicPartition;
 use weir_storage::records::{build_stamped_batch, Header, Producer};
 
 mod records;
@@ -225,21 +220,15 @@ async fn place(
     if partitions <= 1 || !meta.schema.as_ref().is_some_and(|s| s.is_keyed()) {
         return Ok(records);
     }
-    let keys: Arc<Vec<Vec<u8>>> = Arc::new(
-        records
-            .iter()
-            .map(|r| r.key.clone().unwrap_or_default())
-            .collect(),
-    );
-    let arg = (meta.clone(), keys);
-    let found = each_partition(shard, meta, arg, |s, p, (meta, keys)| async move {
-        partition_copies(&s, &p, &meta, &keys).await
-    })
-    .await?;
+    let keys: Vec<Vec<u8>> = records
+        .iter()
+        .map(|r| r.key.clone().unwrap_or_default())
+        .collect();
+    let found = each_partition(shard, meta, PartitionOp::Copies { keys }).await?;
     // Per record: its copies as (partition, timestamp, live).
     let mut copies: Vec<Vec<(i32, i64, bool)>> = vec![Vec::new(); records.len()];
     for (partition, held) in found.into_iter().enumerate() {
-        for (i, ts, live) in held {
+        for (i, ts, live) in held.copies()? {
             copies[i].push((partition as i32, ts, live));
         }
     }
@@ -376,10 +365,9 @@ async fn write(
         };
         by_partition.entry(p).or_default().push(i);
     }
-    let work: Vec<PartitionWork<Bytes>> = by_partition
+    let work: Vec<(i32, PartitionOp)> = by_partition
         .iter()
-        .enumerate()
-        .map(|(at, (&p, idx))| {
+        .map(|(&p, idx)| {
             let stamped: Vec<_> = idx
                 .iter()
                 .map(|&i| {
@@ -392,21 +380,22 @@ async fn write(
                     )
                 })
                 .collect();
-            PartitionWork {
-                at,
-                tp: TopicPartition::new(meta.name.clone(), p),
-                arg: build_stamped_batch(&stamped, &Producer::NONE),
-            }
+            let batch = build_stamped_batch(&stamped, &Producer::NONE);
+            (
+                p,
+                PartitionOp::Append {
+                    batch: batch.to_vec(),
+                },
+            )
         })
         .collect();
     let mut placed = vec![Value::Null; records.len() * 2];
-    let parts: Vec<(&i32, &Vec<usize>)> = by_partition.iter().collect();
-    for (at, result) in crate::table::ingest::produce(shard, work, -1).await {
-        let appended = result.map_err(|e| SqlError::Statement(e.message))?;
-        let (p, idx) = parts[at];
+    let appended = on_leaders(shard, &meta.name, work).await?;
+    for ((p, idx), answer) in by_partition.iter().zip(appended) {
+        let base_offset = answer.appended()?;
         for (n, &i) in idx.iter().enumerate() {
             placed[2 * i] = Value::from(*p);
-            placed[2 * i + 1] = Value::from(appended.base_offset + n as i64);
+            placed[2 * i + 1] = Value::from(base_offset + n as i64);
         }
     }
     Ok(QueryResult {

@@ -203,14 +203,27 @@ async fn produce_told(
 ) -> Vec<(usize, ProduceResult)> {
     shard
         .on_partitions(work, move |s, p, (records, tell): (Bytes, _)| async move {
-            crate::counters::add(&s.counters.partition_appends, 1);
-            crate::counters::add(&s.counters.appended_bytes, records.len() as u64);
-            let batches = ProducedBatches::check(&records)?;
-            let catalog = s.catalog();
-            match ingest(&s, &p, catalog.topic(&p.topic), batches).await? {
-                Ingest::Append(batches) => p.append(&batches, acks, &s.cache, tell).await,
-                Ingest::Skip(headers) => p.skip(&headers).await,
-            }
+            produce_here(&s, &p, &records, acks, tell).await
         })
         .await
+}
+
+/// Produces `records` to partition `p` of this shard (its owner): checks
+/// them, applies the topic's rules (`ingest`) and appends, telling `tell`
+/// once they have offsets.
+pub async fn produce_here(
+    s: &Rc<Shard>,
+    p: &Rc<Partition>,
+    records: &Bytes,
+    acks: i16,
+    tell: Option<oneshot::Sender<()>>,
+) -> ProduceResult {
+    crate::counters::add(&s.counters.partition_appends, 1);
+    crate::counters::add(&s.counters.appended_bytes, records.len() as u64);
+    let batches = ProducedBatches::check(records)?;
+    let catalog = s.catalog();
+    match ingest(s, p, catalog.topic(&p.topic), batches).await? {
+        Ingest::Append(batches) => p.append(&batches, acks, &s.cache, tell).await,
+        Ingest::Skip(headers) => p.skip(&headers).await,
+    }
 }

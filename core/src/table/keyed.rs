@@ -73,7 +73,7 @@ impl Latest {
 }
 
 /// A copy of a key outside its home partition, as `settle` compares it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Claim {
     pub key: Vec<u8>,
     pub partition: i32,

@@ -2,25 +2,27 @@
 //! coordinates its transactional id (the one owning the id's group-log
 //! partition), which writes the id's state there; ending a transaction
 //! appends a marker to each of its partitions on the shards that own them
-//! and settles its offsets on the shards that own its groups, then
-//! completes it.
+//! and settles its offsets on the shards that own its groups (in a
+//! cluster, on the nodes that lead them: `remote`), then completes it.
 //!
 //! A transaction is answered ended only once its markers are durable; if a
 //! marker cannot be written it stays prepared, and the shard's tick (every
 //! second) tries again, as it aborts transactions past their timeout. A
 //! node restarted with a prepared transaction completes it the same way.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
+
+use futures::future::join_all;
 
 use super::coordinator::TxnFailure;
 use super::state::{self, EndOutcome, InitOutcome, TxnError, TxnMetadata, TxnState};
-use crate::by_partition::PartitionWork;
+
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
 use crate::groups::OffsetToCommit;
 use crate::shard::Shard;
 use crate::topic_partition::TopicPartition;
-use weir_storage::batch::Marker;
 
 /// Kafka's `transaction.max.timeout.ms` (15 minutes).
 pub const MAX_TIMEOUT_MS: i32 = 900_000;
@@ -237,34 +239,29 @@ impl Shard {
     /// offsets settled.
     async fn write_markers(self: &Rc<Self>, prepared: &TxnMetadata) -> Result<(), KafkaError> {
         let commit = prepared.state == TxnState::PrepareCommit;
-        let marker = if commit {
-            Marker::Commit
-        } else {
-            Marker::Abort
-        };
         let (pid, epoch) = (prepared.producer_id, prepared.producer_epoch);
-        let work = PartitionWork::on_each(&prepared.partitions);
-        let written = self
-            .on_partitions(work, move |s, p, ()| async move {
-                p.append_marker(marker, pid, epoch, 0, &s.cache)
-                    .await
-                    .map(|_| ())
-            })
-            .await;
-        for (_, r) in written {
-            match r {
-                // A partition deleted meanwhile has nothing left to end.
-                Err(e) if e.code == ErrorCode::UnknownTopicOrPartition => {}
-                Err(e) => return Err(e),
-                Ok(()) => {}
-            }
+        // Those another node leads get theirs from that node, as Kafka's
+        // WriteTxnMarkers (`remote`).
+        let elsewhere = self
+            .append_markers_here(
+                commit,
+                pid,
+                epoch,
+                prepared.partitions.iter().cloned().collect(),
+            )
+            .await?;
+        let mut by_node: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+        for (node, tp) in elsewhere {
+            by_node.entry(node).or_default().push(tp);
+        }
+        let carried = by_node
+            .into_iter()
+            .map(|(node, tps)| self.append_markers_on(node, commit, pid, epoch, tps));
+        for r in join_all(carried).await {
+            r?;
         }
         for group in &prepared.groups {
-            let g = group.clone();
-            self.on_group(group, move |s| async move {
-                s.groups.txn_settle_offsets(&g, pid, commit).await
-            })
-            .await??;
+            self.settle_offsets(group, pid, commit).await?;
         }
         Ok(())
     }

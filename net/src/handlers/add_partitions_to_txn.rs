@@ -109,18 +109,6 @@ async fn one(
                     .is_some_and(|m| p >= 0 && p < m.partitions())
                 {
                     Some(ErrorCode::UnknownTopicOrPartition)
-                } else if let Some((Some(node), _)) = catalog
-                    .place(&name, p)
-                    .filter(|(node, _)| node.is_some_and(|n| n != shard.config.node_id))
-                {
-                    // Markers are not yet carried between nodes: refused
-                    // before anything is written there, so no partition is
-                    // left with a transaction nobody can end.
-                    weir_core::refusals::log(format_args!(
-                        "transaction {id:?}: {name}-{p} is led by node {node}; a transaction's partitions must be led by its coordinator's node (node {}) for now",
-                        shard.config.node_id
-                    ));
-                    Some(ErrorCode::InvalidTxnState)
                 } else {
                     None
                 };

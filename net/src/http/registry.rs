@@ -129,24 +129,11 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
 /// Asks node `node` (leading the registry's topic) to answer `req`.
 async fn forward(shard: &Rc<Shard>, node: i32, req: &registry::Request) -> registry::Answer {
     let control = shard.cluster.as_ref().expect("only a cluster forwards");
-    let body = serde_json::to_vec(req).expect("requests serialise");
-    match control
-        .forward(
-            node,
-            weir_core::cluster::Service::Registry,
-            shard.catalog().version,
-            body,
-        )
+    let service = weir_core::cluster::Service::Registry;
+    control
+        .ask(node, service, shard.catalog().version, req)
         .await
-    {
-        Ok(answer) => serde_json::from_slice(&answer).unwrap_or_else(|e| {
-            registry::Answer::error(
-                50001,
-                format!("node {node} answered with no registry answer: {e}"),
-            )
-        }),
-        Err(e) => registry::Answer::error(50301, e.message),
-    }
+        .unwrap_or_else(|e| registry::Answer::error(50301, e.message))
 }
 
 /// Writes the registry's answer with its status and closes.

@@ -101,7 +101,7 @@ pub async fn latest(shard: &Rc<Shard>, subject: &str) -> Result<Writer, String> 
 
 /// A registered schema as another shard takes it, to read records with
 /// (`table::avro`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Fetched {
     pub id: i32,
     pub kind: Kind,

@@ -79,6 +79,24 @@ class ClusterTest {
         }
     }
 
+    /**
+     * Exactly-once Kafka Streams through node 2: its input, output,
+     * repartition and changelog partitions dealt over the three nodes, its
+     * group and transactional ids coordinated wherever their slots are, so
+     * each transaction's markers and offsets reach other nodes.
+     */
+    @Test
+    void exactlyOnceStreamsSpanTheNodes() throws Exception {
+        try (Admin admin = Admin.create(nodes.get(0).props())) {
+            WordCount.run(nodes.get(1), admin, "exactly_once_v2", 6, "cluster-wc");
+            var d = admin.describeTopics(List.of("cluster-wc-out")).allTopicNames().get()
+                    .get("cluster-wc-out");
+            Set<Integer> leaders = d.partitions().stream().map(p -> p.leader().id())
+                    .collect(Collectors.toSet());
+            assertEquals(Set.of(1, 2, 3), leaders);
+        }
+    }
+
     @Test
     void aTopicDealtOverTheNodesIsProducedAndConsumedThroughAnyOfThem() throws Exception {
         try (Admin admin = Admin.create(nodes.get(2).props())) {
