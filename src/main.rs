@@ -357,10 +357,18 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
         cfg.node_id = id;
     }
     cfg.cluster = cluster;
-    if cfg.cluster.is_some() && cfg.shard_port_base.is_some() {
-        return Err(
-            "--shard-ports is for a single node: in a cluster each node is one broker".into(),
-        );
+    if cfg.cluster.is_some()
+        && cfg.shard_port_base.is_some()
+        && !(0..=weir_core::catalog::MAX_SHARD_PORTS_NODE).contains(&cfg.node_id)
+    {
+        return Err(format!(
+            "--shard-ports in a cluster: node {}'s shards would be brokers {} x {} + shard; \
+             node ids up to {} can serve it",
+            cfg.node_id,
+            cfg.node_id,
+            weir_core::catalog::SHARD_BROKERS,
+            weir_core::catalog::MAX_SHARD_PORTS_NODE
+        ));
     }
     cfg.flushes_in_flight = args.flushes_in_flight.max(1);
     cfg.auto_create_topics = args.auto_create_topics;

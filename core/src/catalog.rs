@@ -389,20 +389,50 @@ pub struct ClusterNode {
     pub rack: Option<String>,
     /// Its shard count: a partition placed there goes to one of them.
     pub shards: usize,
+    /// With `--shard-ports`: shard `s` has a Kafka port of its own, this
+    /// one plus `s`, and is a broker of its own (`broker_of`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_port_base: Option<u16>,
     /// Silent past its session timeout: not named in Metadata, given no
     /// new partitions.
     #[serde(default)]
     pub fenced: bool,
 }
 
+/// In a cluster with `--shard-ports`, node `n`'s shard `s` is broker
+/// `n × SHARD_BROKERS + s` (node 2's shard 1: broker 2000001): ids no
+/// node of the cluster has, and each shard's node readable in it.
+pub const SHARD_BROKERS: i32 = 1_000_000;
+
+/// The highest node id that can serve `--shard-ports` in a cluster (its
+/// shards' broker ids stay within an i32).
+pub const MAX_SHARD_PORTS_NODE: i32 = i32::MAX / SHARD_BROKERS - 1;
+
 impl ClusterNode {
-    /// The broker clients see for this node.
-    pub fn broker(&self) -> crate::config::Broker {
+    /// The broker that serves what this node's shard `placed` owns (a
+    /// placement's shard, taken modulo the node's shards as it does): the
+    /// node, or with `--shard-ports` that shard.
+    pub fn broker_of(&self, placed: usize) -> crate::config::Broker {
+        let (id, port) = match self.shard_port_base {
+            None => (self.id, self.kafka_port),
+            Some(base) => {
+                let s = placed % self.shards.max(1);
+                (self.id * SHARD_BROKERS + s as i32, base + s as u16)
+            }
+        };
         crate::config::Broker {
-            id: self.id,
+            id,
             host: self.kafka_host.clone(),
-            port: self.kafka_port,
+            port,
             rack: self.rack.clone(),
+        }
+    }
+
+    /// Every broker clients see of this node: the node, or each shard.
+    pub fn brokers(&self) -> Vec<crate::config::Broker> {
+        match self.shard_port_base {
+            None => vec![self.broker_of(0)],
+            Some(_) => (0..self.shards).map(|s| self.broker_of(s)).collect(),
         }
     }
 }

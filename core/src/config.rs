@@ -167,6 +167,7 @@ impl NodeConfig {
             peer: c.map(|c| c.peer_advertised.clone()).unwrap_or_default(),
             rack: c.and_then(|c| c.rack.clone()),
             shards: self.shards,
+            shard_port_base: self.shard_port_base,
             fenced: false,
         }
     }

@@ -112,7 +112,7 @@ impl KafkaError {
             ..KafkaError::new(
                 ErrorCode::NotLeaderOrFollower,
                 format!(
-                    "node {leader} leads partition {partition} of topic {topic:?}, not this node"
+                    "broker {leader} leads partition {partition} of topic {topic:?}, not this node"
                 ),
             )
         }

@@ -36,14 +36,16 @@ class Cluster:
     def node(self, node_id):
         return self.nodes[node_id - 1]
 
-    def start(self, **conf):
+    def start(self, brokers=None, **conf):
+        """Starts every node and waits until each names `brokers` (default:
+        one per node) and the same controller."""
         for n in self.nodes:
             n.spawn()
         for n in self.nodes:
             n.ready.wait(30)
             if n.proc.poll() is not None or not any("weir serving" in line for line in n.log):
                 raise RuntimeError("weir did not start:\n" + "".join(n.log))
-        self.await_brokers(len(self.nodes), **conf)
+        self.await_brokers(brokers or len(self.nodes), **conf)
         return self
 
     def stop(self):

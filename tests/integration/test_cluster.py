@@ -53,6 +53,23 @@ def produce(bootstrap, topic, values, **conf):
     return acked
 
 
+def read_as_group(bootstrap, topic, group, count, timeout=60):
+    """Reads `count` values of `topic` as a member of `group` (from the
+    earliest offset) and commits them; the values read."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got = []
+    deadline = time.time() + timeout
+    while len(got) < count and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value().decode())
+    c.commit(asynchronous=False)
+    c.close()
+    return got
+
+
 def test_a_topic_is_dealt_over_the_nodes_and_served_through_any_of_them(cluster):
     from kafka import KafkaProducer
     create_topic(cluster.node(3).bootstrap, "dealt", partitions=12)
@@ -96,17 +113,7 @@ def test_a_group_is_coordinated_by_the_node_its_key_belongs_to(cluster):
             group, coordinator = g, d.coordinator.id
             break
     assert group is not None
-    c = Consumer({"bootstrap.servers": cluster.node(1).bootstrap, "group.id": group,
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe(["grouped"])
-    got = []
-    deadline = time.time() + 60
-    while len(got) < len(acked) and time.time() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value().decode())
-    c.commit(asynchronous=False)
-    c.close()
+    got = read_as_group(cluster.node(1).bootstrap, "grouped", group, len(acked))
     assert sorted(got) == sorted(v for v, _ in acked)
     d = admin.describe_consumer_groups([group])[group].result(10)
     assert d.coordinator.id == coordinator
@@ -545,6 +552,53 @@ def test_a_transaction_spanning_nodes_commits_and_aborts_on_every_node(cluster):
     c = Consumer({"bootstrap.servers": cluster.node(3).bootstrap, "group.id": group})
     assert c.committed([TopicPartition("tx-in", 0)], timeout=10)[0].offset == 20
     c.close()
+
+
+def test_with_shard_ports_each_nodes_shards_are_brokers(tmp_path):
+    """`--shard-ports` in a cluster: node N's shard s is broker N×1000000+s
+    on its own port; partitions are led by the shard brokers of every
+    node, and clients reach each shard directly (no hop between shards)."""
+    from test_shard_ports import free_port_range, hops
+    c = Cluster(tmp_path)
+    bases = {}
+    for i, n in enumerate(c.nodes):
+        base = free_port_range(2)
+        while any(abs(base - b) < 2 for b in bases.values()) or base in c.ports() or base + 1 in c.ports():
+            base = free_port_range(2)
+        bases[i + 1] = base
+        n.cores = 2
+        n.extra = [*n.extra, "--shard-ports", str(base)]
+    c.start(brokers=6)
+    try:
+        want = {node * 1_000_000 + s: ("127.0.0.1", base + s) for node, base in bases.items()
+                for s in range(2)}
+        for n in c.nodes:
+            md = c.metadata(n)
+            assert {b.id: (b.host, b.port) for b in md.brokers.values()} == want
+            assert md.controller_id in (1_000_000, 2_000_000, 3_000_000)
+        create_topic(c.node(1).bootstrap, "sharded", partitions=12)
+        await_leaders(c, c.node(3), "sharded", leaders(c, c.node(1), "sharded"))
+        led = leaders(c, c.node(2), "sharded")
+        assert set(led.values()) == set(want), led
+
+        # The group's coordinator: a shard broker of the node its slot is
+        # dealt to (the first FindCoordinator deals the slots, a catalog
+        # change that each node's shard 0 installs on its other shard).
+        group = "sharded-readers"
+        admin = AdminClient({"bootstrap.servers": c.node(1).bootstrap})
+        coordinator = admin.describe_consumer_groups([group])[group].result(10).coordinator
+        assert coordinator.id in want and (coordinator.host, coordinator.port) == want[coordinator.id]
+
+        before = [hops(n) for n in c.nodes]
+        acked = produce(c.node(2).bootstrap, "sharded", [f"s{i}" for i in range(600)])
+        assert {p for _, p in acked} == set(range(12))
+        got = read_as_group(c.node(3).bootstrap, "sharded", group, len(acked))
+        assert sorted(got) == sorted(v for v, _ in acked)
+        # Produce, fetch and the group's requests each went to the shard
+        # (of the node) that serves them.
+        assert [hops(n) for n in c.nodes] == before
+    finally:
+        c.stop()
 
 
 def test_a_replication_factor_above_the_live_nodes_is_refused(cluster):

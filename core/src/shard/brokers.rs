@@ -2,7 +2,7 @@
 //! its shards with `--shard-ports`, or a cluster's live nodes), the
 //! controller, each partition's leader and each group's coordinator.
 
-use crate::catalog::{stable_hash, TopicMeta};
+use crate::catalog::{stable_hash, ClusterNode, TopicMeta};
 use crate::config::Broker;
 use crate::error::{ErrorCode, KafkaError};
 
@@ -21,14 +21,46 @@ impl Shard {
                 .collect();
         }
         let cat = self.catalog();
-        let mut out: Vec<(Broker, bool)> =
-            cat.nodes.values().map(|n| (n.broker(), n.fenced)).collect();
+        let mut out: Vec<(Broker, bool)> = cat
+            .nodes
+            .values()
+            .flat_map(|n| n.brokers().into_iter().map(|b| (b, n.fenced)))
+            .collect();
         // Until its registration is applied here, a node names itself: a
         // client's Metadata is never without a broker to go to.
         if !cat.nodes.contains_key(&self.config.node_id) {
-            out.push((self.config.cluster_node().broker(), false));
+            let me = self.config.cluster_node().brokers();
+            out.extend(me.into_iter().map(|b| (b, false)));
         }
         out
+    }
+
+    /// The broker serving shard `placed` of cluster node `node` (the node
+    /// itself unless it serves `--shard-ports`).
+    pub fn node_broker(&self, node: i32, placed: usize) -> i32 {
+        match self.catalog().nodes.get(&node) {
+            Some(n) => n.broker_of(placed).id,
+            None if node == self.config.node_id => self.config.cluster_node().broker_of(placed).id,
+            None => node,
+        }
+    }
+
+    /// The metadata quorum's members as DescribeQuorum names them: each
+    /// node by its id, at its Kafka port (a single node: its broker).
+    pub fn quorum_nodes(&self) -> Vec<Broker> {
+        if self.cluster.is_none() {
+            return self.brokers();
+        }
+        self.catalog()
+            .nodes
+            .values()
+            .map(|n| Broker {
+                id: n.id,
+                host: n.kafka_host.clone(),
+                port: n.kafka_port,
+                rack: n.rack.clone(),
+            })
+            .collect()
     }
 
     /// The brokers clients may use: every one not fenced.
@@ -51,7 +83,7 @@ impl Shard {
     /// The controller's broker id (-1 while a cluster has none).
     pub fn controller_id(&self) -> i32 {
         match &self.cluster {
-            Some(c) => c.controller().unwrap_or(-1),
+            Some(c) => c.controller().map_or(-1, |node| self.node_broker(node, 0)),
             None => self.config.broker_of(0).id,
         }
     }
@@ -61,9 +93,9 @@ impl Shard {
     pub fn partition_leader(&self, t: &TopicMeta, p: i32) -> Option<i32> {
         match t.place(p)? {
             (None, shard) => Some(self.config.broker_of(shard).id),
-            (Some(node), _) => {
+            (Some(node), shard) => {
                 let fenced = self.catalog().nodes.get(&node).is_none_or(|n| n.fenced);
-                (!fenced).then_some(node)
+                (!fenced).then(|| self.node_broker(node, shard))
             }
         }
     }
@@ -75,6 +107,13 @@ impl Shard {
         if self.cluster.is_none() {
             return Ok(self.config.broker_of(self.group_shard(key)));
         }
+        let n = self.coordinating_node(key)?;
+        Ok(n.broker_of(super::owner_shard(key, n.shards)))
+    }
+
+    /// In a cluster, the node coordinating a group or transactional id:
+    /// the one its group slot is dealt to.
+    pub fn coordinating_node(&self, key: &str) -> Result<ClusterNode, KafkaError> {
         let cat = self.catalog();
         let slots = &cat.group_nodes;
         if slots.is_empty() {
@@ -96,7 +135,7 @@ impl Shard {
                 format!("node {}, which coordinates {key:?}, is fenced", n.id),
             ));
         }
-        Ok(n.broker())
+        Ok(n.clone())
     }
 
     /// In a cluster, deals the group slots over the live nodes if nobody
@@ -114,13 +153,13 @@ impl Shard {
         if self.cluster.is_none() {
             return Ok(());
         }
-        let b = self.coordinator(key)?;
-        if b.id == self.config.node_id {
+        let n = self.coordinating_node(key)?;
+        if n.id == self.config.node_id {
             return Ok(());
         }
         Err(KafkaError::new(
             ErrorCode::NotCoordinator,
-            format!("node {} coordinates {key:?}, not this node", b.id),
+            format!("node {} coordinates {key:?}, not this node", n.id),
         ))
     }
 }

@@ -189,9 +189,9 @@ impl Shard {
     pub fn owner_here(&self, cat: &Catalog, topic: &str, p: i32) -> Result<usize, KafkaError> {
         match cat.place(topic, p) {
             None => Err(KafkaError::unknown_partition(topic, p)),
-            Some((Some(node), _)) if node != self.config.node_id => {
-                Err(KafkaError::not_leader(topic, p, node))
-            }
+            Some((Some(node), shard)) if node != self.config.node_id => Err(
+                KafkaError::not_leader(topic, p, self.node_broker(node, shard)),
+            ),
             Some((_, shard)) => Ok(self.local_shard(shard)),
         }
     }

@@ -63,7 +63,7 @@ pub async fn handle(cx: &RequestContext, _req: DescribeQuorumRequest) -> Describ
         .with_current_voters(view.voters.iter().map(replica).collect())
         .with_observers(view.observers.iter().map(replica).collect());
     let nodes = shard
-        .brokers()
+        .quorum_nodes()
         .into_iter()
         .map(|b| {
             Node::default()

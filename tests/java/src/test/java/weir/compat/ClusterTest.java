@@ -3,6 +3,8 @@ package weir.compat;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -10,6 +12,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -75,6 +78,71 @@ class ClusterTest {
                 assertTrue(q.highWatermark() > 0, q.toString());
                 int controller = admin.describeCluster().controller().get().id();
                 assertEquals(controller, q.leaderId());
+            }
+        }
+    }
+
+    /**
+     * Runs one of Kafka's command-line tools as its script does (a JVM of
+     * its own, `kafka-run-class.sh`'s main class and arguments); its
+     * standard output, after checking it exited 0.
+     */
+    static String tool(String mainClass, String... args) throws Exception {
+        List<String> command = new ArrayList<>(List.of(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-cp", System.getProperty("java.class.path"), mainClass));
+        command.addAll(List.of(args));
+        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS), mainClass + " did not end");
+        assertEquals(0, p.exitValue(), mainClass + " " + String.join(" ", args) + " failed:\n" + out);
+        return out;
+    }
+
+    /**
+     * kafka-topics.sh, kafka-acls.sh and kafka-metadata-quorum.sh, each
+     * through a different node than the one that made the change.
+     */
+    @Test
+    void kafkasOwnToolsWorkThroughAnyNode() throws Exception {
+        String topics = "org.apache.kafka.tools.TopicCommand";
+        String created = tool(topics, "--bootstrap-server", nodes.get(2).bootstrap(), "--create",
+                "--topic", "tools-made", "--partitions", "6", "--replication-factor", "1");
+        assertTrue(created.contains("Created topic tools-made"), created);
+        String described = tool(topics, "--bootstrap-server", nodes.get(0).bootstrap(),
+                "--describe", "--topic", "tools-made");
+        Set<String> leaders = new HashSet<>();
+        var m = java.util.regex.Pattern.compile("Leader: (\\d+)").matcher(described);
+        while (m.find()) {
+            leaders.add(m.group(1));
+        }
+        assertEquals(Set.of("1", "2", "3"), leaders, described);
+        String listed = tool(topics, "--bootstrap-server", nodes.get(1).bootstrap(), "--list");
+        assertTrue(listed.lines().anyMatch("tools-made"::equals), listed);
+
+        String acls = "org.apache.kafka.tools.AclCommand";
+        tool(acls, "--bootstrap-server", nodes.get(0).bootstrap(), "--add", "--allow-principal",
+                "User:tool-reader", "--operation", "Read", "--topic", "tools-made");
+        String granted = tool(acls, "--bootstrap-server", nodes.get(2).bootstrap(), "--list",
+                "--topic", "tools-made");
+        assertTrue(granted.contains("principal=User:tool-reader") && granted.contains("operation=READ"),
+                granted);
+
+        String quorum = "org.apache.kafka.tools.MetadataQuorumCommand";
+        int controller;
+        try (Admin admin = Admin.create(nodes.get(0).props())) {
+            controller = admin.describeCluster().controller().get().id();
+        }
+        for (WeirNode n : nodes) {
+            String status = tool(quorum, "--bootstrap-server", n.bootstrap(), "describe", "--status");
+            assertTrue(status.contains("LeaderId:") && status.lines().anyMatch(
+                    l -> l.matches("LeaderId:\\s+" + controller)), status);
+            String replication = tool(quorum, "--bootstrap-server", n.bootstrap(), "describe",
+                    "--replication");
+            for (int id = 1; id <= 3; id++) {
+                int voter = id;
+                assertTrue(replication.lines().anyMatch(l -> l.matches("\\s*" + voter + "\\s.*")),
+                        replication);
             }
         }
     }
