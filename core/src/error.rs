@@ -50,6 +50,8 @@ pub enum ErrorCode {
     InvalidTransactionTimeout = 50,
     ConcurrentTransactions = 51,
     KafkaStorageError = 56,
+    FencedLeaderEpoch = 74,
+    UnknownLeaderEpoch = 75,
     SaslAuthenticationFailed = 58,
     NonEmptyGroup = 68,
     GroupIdNotFound = 69,

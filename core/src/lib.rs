@@ -33,6 +33,7 @@ pub use weir_storage::crash_point;
 pub mod error;
 pub mod groups;
 pub mod latency;
+pub mod leader_epoch;
 pub mod listeners;
 pub mod memory;
 pub mod metrics;

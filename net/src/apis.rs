@@ -53,6 +53,7 @@ apis! {
         Metadata => metadata,
         OffsetCommit => offset_commit,
         OffsetFetch => offset_fetch,
+        OffsetForLeaderEpoch => offset_for_leader_epoch,
         FindCoordinator => find_coordinator,
         JoinGroup => join_group,
         Heartbeat => heartbeat,

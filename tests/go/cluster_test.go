@@ -149,6 +149,26 @@ func TestClusterProduceConsume(t *testing.T) {
 		t.Fatalf("node endpoints %+v, want node %d's", resp.Brokers, p0Leader)
 	}
 
+	// OffsetForLeaderEpoch routes as Produce does: NOT_LEADER_OR_FOLLOWER
+	// from a node that does not lead the partition.
+	epochs := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	epochs.ReplicaID = -1
+	et := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	et.Topic = topic
+	ep := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	ep.Partition = 0
+	ep.CurrentLeaderEpoch = -1
+	ep.LeaderEpoch = 0
+	et.Partitions = append(et.Partitions, ep)
+	epochs.Topics = append(epochs.Topics, et)
+	eresp, err := epochs.RequestWith(ctx, raw.Broker(int(other)))
+	if err != nil {
+		t.Fatalf("OffsetForLeaderEpoch to node %d: %v", other, err)
+	}
+	if code := eresp.Topics[0].Partitions[0].ErrorCode; code != 6 {
+		t.Fatalf("OffsetForLeaderEpoch to a node not leading: error %d, want 6", code)
+	}
+
 	producer := clientOf(t, nodes[1], kgo.DefaultProduceTopic(topic))
 	var want []string
 	for i := 0; i < 600; i++ {
@@ -158,6 +178,42 @@ func TestClusterProduceConsume(t *testing.T) {
 			t.Fatalf("producing %s: %v", v, err)
 		}
 		want = append(want, v)
+	}
+
+	// On its leader: epoch 0 ends at the log end (KIP-101/279); an epoch
+	// newer than any has no end; a current epoch the leader has not seen
+	// is UNKNOWN_LEADER_EPOCH (KIP-320).
+	ends, err := kadm.NewClient(clientOf(t, nodes[0])).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end0, _ := ends.Lookup(topic, 0)
+	for _, c := range []struct {
+		current, asked int32
+		code           int16
+		epoch          int32
+		end            int64
+	}{
+		{0, 0, 0, 0, end0.Offset},
+		{-1, 0, 0, 0, end0.Offset},
+		{0, 5, 0, -1, -1},
+		{1, 0, 75, -1, -1}, // UNKNOWN_LEADER_EPOCH
+	} {
+		ep.CurrentLeaderEpoch, ep.LeaderEpoch = c.current, c.asked
+		et.Partitions = []kmsg.OffsetForLeaderEpochRequestTopicPartition{ep}
+		epochs.Topics = []kmsg.OffsetForLeaderEpochRequestTopic{et}
+		eresp, err := epochs.RequestWith(ctx, raw.Broker(int(p0Leader)))
+		if err != nil {
+			t.Fatalf("OffsetForLeaderEpoch to node %d: %v", p0Leader, err)
+		}
+		got := eresp.Topics[0].Partitions[0]
+		if got.ErrorCode != c.code || got.LeaderEpoch != c.epoch || got.EndOffset != c.end {
+			t.Fatalf("OffsetForLeaderEpoch current %d asked %d: error %d epoch %d end %d; want %d %d %d",
+				c.current, c.asked, got.ErrorCode, got.LeaderEpoch, got.EndOffset, c.code, c.epoch, c.end)
+		}
+	}
+	if end0.Offset == 0 {
+		t.Fatalf("partition 0 is empty after 600 records")
 	}
 
 	consumer := clientOf(t, nodes[0], kgo.ConsumeTopics(topic), kgo.ConsumerGroup(name("readers")),

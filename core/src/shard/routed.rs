@@ -321,6 +321,19 @@ impl Shard {
         })
         .await
     }
+
+    /// OffsetForLeaderEpoch: for each partition's `(current leader epoch,
+    /// asked epoch)`, the epoch's end (`leader_epoch`), on its owner.
+    pub async fn offsets_for_leader_epoch(
+        self: &Rc<Self>,
+        work: Vec<PartitionWork<(i32, i32)>>,
+    ) -> Vec<(usize, Result<(i32, i64), KafkaError>)> {
+        self.on_partitions(work, |_, p, (current, asked): (i32, i32)| async move {
+            crate::leader_epoch::check_current(&p.topic, p.index, current)?;
+            Ok(crate::leader_epoch::end_offset_for(asked, p.log.log_end()))
+        })
+        .await
+    }
 }
 
 /// Each partition's read limit in one fetch: its own max bytes, handed out

@@ -1,0 +1,74 @@
+//! Leader epochs as clients see them (KIP-101, KIP-279, KIP-320). A
+//! partition's leader epoch counts its leaders; a client names the epoch it
+//! knows (`current_leader_epoch`) so a deposed or not yet informed leader
+//! refuses it, and asks where an epoch ended (OffsetForLeaderEpoch) to find
+//! whether the log it read was truncated since.
+//!
+//! Until partitions are replicated a partition's leader never moves: every
+//! partition is in epoch 0 from its log start (what Metadata and ListOffsets
+//! tell), so its epoch cache is that one entry and the answers follow
+//! Kafka's `LeaderEpochFileCache.endOffsetFor` over it.
+
+use crate::error::{ErrorCode, KafkaError};
+
+/// Every partition's leader epoch, and its only one so far.
+pub const CURRENT: i32 = 0;
+
+/// "No epoch": a client that does not know or check one (KIP-320's -1).
+pub const UNDEFINED: i32 = -1;
+
+/// KIP-320: a request naming a leader epoch is served only by the leader
+/// of that epoch: an older one is FENCED_LEADER_EPOCH (the client's
+/// leader was replaced), a newer one UNKNOWN_LEADER_EPOCH (this node has
+/// not heard of it yet). `UNDEFINED` is not checked.
+pub fn check_current(topic: &str, partition: i32, asked: i32) -> Result<(), KafkaError> {
+    let (code, why) = match asked {
+        UNDEFINED => return Ok(()),
+        a if a == CURRENT => return Ok(()),
+        a if a < CURRENT => (ErrorCode::FencedLeaderEpoch, "older than"),
+        _ => (ErrorCode::UnknownLeaderEpoch, "newer than"),
+    };
+    Err(KafkaError::new(
+        code,
+        format!("{topic}-{partition}: leader epoch {asked} is {why} this leader's ({CURRENT})"),
+    ))
+}
+
+/// OffsetForLeaderEpoch: the largest epoch at most `asked` and the offset
+/// where it ended (the start of the next epoch, or the log end for the
+/// current one); `(UNDEFINED, -1)` when no epoch is at most `asked`, or
+/// `asked` is newer than any (Kafka's answers). With one epoch from the log
+/// start, only the current one has an end.
+pub fn end_offset_for(asked: i32, log_end: i64) -> (i32, i64) {
+    match asked {
+        CURRENT => (CURRENT, log_end),
+        _ => (UNDEFINED, -1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_current_epoch_is_served_and_others_fenced_or_unknown() {
+        assert!(check_current("t", 0, UNDEFINED).is_ok());
+        assert!(check_current("t", 0, CURRENT).is_ok());
+        assert_eq!(
+            check_current("t", 0, CURRENT + 1).unwrap_err().code,
+            ErrorCode::UnknownLeaderEpoch
+        );
+        assert_eq!(
+            check_current("t", 0, CURRENT - 1).unwrap_err().code,
+            ErrorCode::FencedLeaderEpoch
+        );
+    }
+
+    #[test]
+    fn end_offsets_follow_kafkas_epoch_cache() {
+        assert_eq!(end_offset_for(CURRENT, 42), (CURRENT, 42));
+        assert_eq!(end_offset_for(CURRENT + 3, 42), (UNDEFINED, -1));
+        assert_eq!(end_offset_for(UNDEFINED, 42), (UNDEFINED, -1));
+        assert_eq!(end_offset_for(-7, 42), (UNDEFINED, -1));
+    }
+}
