@@ -359,11 +359,11 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.cluster = cluster;
     if cfg.cluster.is_some()
         && cfg.shard_port_base.is_some()
-        && !(0..=weir_core::catalog::MAX_SHARD_PORTS_NODE).contains(&cfg.node_id)
+        && !(1..=weir_core::catalog::MAX_SHARD_PORTS_NODE).contains(&cfg.node_id)
     {
         return Err(format!(
             "--shard-ports in a cluster: node {}'s shards would be brokers {} x {} + shard; \
-             node ids up to {} can serve it",
+             node ids 1 to {} can serve it",
             cfg.node_id,
             cfg.node_id,
             weir_core::catalog::SHARD_BROKERS,

@@ -11,8 +11,9 @@
 
 use crate::error::{ErrorCode, KafkaError};
 
-/// Every partition's leader epoch, and its only one so far.
-pub const CURRENT: i32 = 0;
+/// Every partition's leader epoch, and its only one so far: the one its
+/// stored batches carry.
+pub const CURRENT: i32 = weir_storage::batch::LEADER_EPOCH;
 
 /// "No epoch": a client that does not know or check one (KIP-320's -1).
 pub const UNDEFINED: i32 = -1;
@@ -34,15 +35,16 @@ pub fn check_current(topic: &str, partition: i32, asked: i32) -> Result<(), Kafk
     ))
 }
 
-/// OffsetForLeaderEpoch: the largest epoch at most `asked` and the offset
-/// where it ended (the start of the next epoch, or the log end for the
-/// current one); `(UNDEFINED, -1)` when no epoch is at most `asked`, or
-/// `asked` is newer than any (Kafka's answers). With one epoch from the log
-/// start, only the current one has an end.
-pub fn end_offset_for(asked: i32, log_end: i64) -> (i32, i64) {
+/// OffsetForLeaderEpoch, as Kafka's `LeaderEpochFileCache.endOffsetFor`
+/// answers over one epoch that began at the log start: the current epoch
+/// ends at the log end; one newer than any (or `UNDEFINED`) has no end,
+/// `(UNDEFINED, -1)`; one older than the first ended where the first began.
+pub fn end_offset_for(asked: i32, log_start: i64, log_end: i64) -> (i32, i64) {
     match asked {
         CURRENT => (CURRENT, log_end),
-        _ => (UNDEFINED, -1),
+        UNDEFINED => (UNDEFINED, -1),
+        a if a > CURRENT => (UNDEFINED, -1),
+        a => (a, log_start),
     }
 }
 
@@ -66,9 +68,9 @@ mod tests {
 
     #[test]
     fn end_offsets_follow_kafkas_epoch_cache() {
-        assert_eq!(end_offset_for(CURRENT, 42), (CURRENT, 42));
-        assert_eq!(end_offset_for(CURRENT + 3, 42), (UNDEFINED, -1));
-        assert_eq!(end_offset_for(UNDEFINED, 42), (UNDEFINED, -1));
-        assert_eq!(end_offset_for(-7, 42), (UNDEFINED, -1));
+        assert_eq!(end_offset_for(CURRENT, 5, 42), (CURRENT, 42));
+        assert_eq!(end_offset_for(CURRENT + 3, 5, 42), (UNDEFINED, -1));
+        assert_eq!(end_offset_for(UNDEFINED, 5, 42), (UNDEFINED, -1));
+        assert_eq!(end_offset_for(-7, 5, 42), (-7, 5));
     }
 }

@@ -234,7 +234,13 @@ pub fn split_produced(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, Batc
     Ok(out)
 }
 
-/// `batch` with `baseOffset` set to `base_offset` and, for a LogAppendTime
+/// The leader epoch every appended batch is stamped with, as Kafka's
+/// leader stamps its own: every partition is in epoch 0 until partitions
+/// are replicated (`weir_core::leader_epoch`). Outside the CRC.
+pub const LEADER_EPOCH: i32 = 0;
+
+/// `batch` with `baseOffset` set to `base_offset`, its partition leader
+/// epoch set to `LEADER_EPOCH` (whatever the producer sent) and, for a LogAppendTime
 /// batch (as produced, or made one by `log_append_time`: the topic's
 /// `message.timestamp.type`), the max timestamp set to `append_time_ms` with
 /// the CRC recomputed: a patched copy of the 61-byte header, then the rest
@@ -248,6 +254,7 @@ pub fn assign_offset(
     let mut head = BytesMut::from(&batch[..HEADER_LEN]);
     let body = batch.slice(HEADER_LEN..);
     head[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    head[12..16].copy_from_slice(&LEADER_EPOCH.to_be_bytes());
     let mut attributes = be_i16(&head, 21);
     if log_append_time {
         attributes |= ATTR_LOG_APPEND_TIME;
@@ -536,6 +543,19 @@ pub(crate) mod tests {
             split_produced(&Bytes::from(b)),
             Err(BatchError::UnsupportedMagic(1))
         );
+    }
+
+    #[test]
+    fn appended_batches_carry_the_leaders_epoch() {
+        let mut raw = make_batch(2, 5, 0);
+        raw[12..16].copy_from_slice(&7i32.to_be_bytes());
+        let out = assign_offset(&Bytes::from(raw), 3, 0, false).to_bytes();
+        assert_eq!(
+            i32::from_be_bytes(out[12..16].try_into().unwrap()),
+            LEADER_EPOCH
+        );
+        let h = BatchHeader::parse(&out).unwrap();
+        assert!(crc_ok(&out, &h));
     }
 
     #[test]

@@ -597,6 +597,25 @@ def test_with_shard_ports_each_nodes_shards_are_brokers(tmp_path):
         # Produce, fetch and the group's requests each went to the shard
         # (of the node) that serves them.
         assert [hops(n) for n in c.nodes] == before
+
+        # A transaction over every shard broker's partitions, its offsets
+        # for a group another node coordinates: markers and offsets reach
+        # the nodes (not the brokers' ids) that have them.
+        tid = coordinated_by(admin, "sharded-tx", lambda b: b // 1_000_000 == 1)
+        tx_group = coordinated_by(admin, "sharded-tx-readers", lambda b: b // 1_000_000 != 1)
+        producer = Producer({"bootstrap.servers": c.node(1).bootstrap, "transactional.id": tid})
+        producer.init_transactions(15)
+        producer.begin_transaction()
+        for p in range(12):
+            producer.produce("sharded", value=f"tx-{p}".encode(), partition=p)
+        reader = Consumer({"bootstrap.servers": c.node(2).bootstrap, "group.id": tx_group})
+        producer.send_offsets_to_transaction([TopicPartition("sharded", 0, 7)],
+                                             reader.consumer_group_metadata(), 15)
+        producer.commit_transaction(15)
+        values = read_committed(c.node(3).bootstrap, "sharded", 12)
+        assert sorted(v for v in values if v.startswith("tx-")) == sorted(f"tx-{p}" for p in range(12))
+        assert reader.committed([TopicPartition("sharded", 0)], timeout=10)[0].offset == 7
+        reader.close()
     finally:
         c.stop()
 

@@ -330,7 +330,8 @@ impl Shard {
     ) -> Vec<(usize, Result<(i32, i64), KafkaError>)> {
         self.on_partitions(work, |_, p, (current, asked): (i32, i32)| async move {
             crate::leader_epoch::check_current(&p.topic, p.index, current)?;
-            Ok(crate::leader_epoch::end_offset_for(asked, p.log.log_end()))
+            let (start, end) = (p.log.log_start(), p.log.log_end());
+            Ok(crate::leader_epoch::end_offset_for(asked, start, end))
         })
         .await
     }

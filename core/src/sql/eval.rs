@@ -199,11 +199,18 @@ impl Eval<'_> {
             }) => {
                 let name = column_name(e).expect("an identifier");
                 let i = self.cols.index(&name)?;
+                // A row too short for the table (another node's answer on
+                // another catalog) fails the statement rather than the node.
+                let at = |r: &[Value]| {
+                    r.get(i)
+                        .cloned()
+                        .ok_or_else(|| format!("a row of {} values has no column {name}", r.len()))
+                };
                 match scope {
-                    Scope::Row(r) => Ok(r[i].clone()),
+                    Scope::Row(r) => at(r),
                     // A plain column in a grouped query: its value in the
                     // group (the same for every row when grouped by it).
-                    Scope::Group(g) => Ok(g.first.as_ref().map_or(Value::Null, |r| r[i].clone())),
+                    Scope::Group(g) => g.first.as_deref().map_or(Ok(Value::Null), at),
                 }
             }
             Expr::Value(v) => literal(&v.value),

@@ -244,13 +244,26 @@ impl Groups {
         Ok(new)
     }
 
-    /// Takes in the groups of rows that came after these.
-    pub fn merge(&mut self, plan: &Plan, other: Groups) {
+    /// Takes in the groups of rows that came after these; fails when
+    /// `other` does not fit `plan` (another node's answer, made otherwise).
+    pub fn merge(&mut self, plan: &Plan, other: Groups) -> SqlResult<()> {
+        let misfit = || "a partition's groups do not fit the statement".to_string();
+        if other.index.len() != other.list.len()
+            || other
+                .list
+                .iter()
+                .any(|g| g.accs.len() != plan.aggregates.len())
+        {
+            return Err(misfit());
+        }
         let mut by_index: Vec<(String, usize)> = other.index.into_iter().collect();
         by_index.sort_by_key(|(_, i)| *i);
         let mut groups: Vec<Option<Group>> = other.list.into_iter().map(Some).collect();
         for (text, j) in by_index {
-            let g = groups[j].take().expect("each group once");
+            let g = groups
+                .get_mut(j)
+                .and_then(Option::take)
+                .ok_or_else(misfit)?;
             match self.index.get(&text) {
                 Some(&i) => {
                     let mine = &mut self.list[i];
@@ -264,6 +277,7 @@ impl Groups {
                 }
             }
         }
+        Ok(())
     }
 
     /// The folded groups, ready to evaluate the statement over. Aggregates
@@ -369,7 +383,7 @@ mod tests {
                 for r in &rows[w[0]..w[1]] {
                     part.add(&eval, &plan, r.clone()).unwrap();
                 }
-                merged.merge(&plan, part);
+                merged.merge(&plan, part).expect("parts of one fold fit");
             }
             prop_assert_eq!(answer(one.finish(&plan)), answer(merged.finish(&plan)));
         }

@@ -347,7 +347,16 @@ pub async fn on_every_node(
     let (mine, theirs) = futures::join!(table.node_rows(shard), theirs);
     let mut rows = mine?;
     for r in theirs {
-        rows.extend(r?);
+        let r = r?;
+        if let Some(bad) = r.iter().find(|row| row.len() != table.node_row_len()) {
+            return Err(SqlError::Node(format!(
+                "another node answered {} with a row of {} values, not {}",
+                table.name(),
+                bad.len(),
+                table.node_row_len()
+            )));
+        }
+        rows.extend(r);
     }
     Ok(rows)
 }

@@ -62,7 +62,11 @@ fn row_bytes(row: &[Value]) -> usize {
 
 impl ScanShape {
     fn uses(&self, column: usize) -> bool {
-        self.used.as_ref().is_none_or(|u| u[column])
+        // A mask shorter than the row (made on another catalog) leaves
+        // the rest unused.
+        self.used
+            .as_ref()
+            .is_none_or(|u| u.get(column).copied().unwrap_or(false))
     }
 
     /// `row` with the unused columns nulled.

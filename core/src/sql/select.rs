@@ -236,7 +236,7 @@ impl SelectPlan {
                 Some(plan) => {
                     let mut all = Groups::default();
                     for g in parts {
-                        all.merge(plan, g.groups()?);
+                        all.merge(plan, g.groups()?).map_err(SqlError::Node)?;
                     }
                     Input::Groups(all.finish(plan))
                 }

@@ -138,6 +138,14 @@ impl SystemTable {
         }
     }
 
+    /// How many values each of `node_rows`' rows has.
+    pub fn node_row_len(self) -> usize {
+        match self {
+            SystemTable::Groups => 6,
+            SystemTable::GroupOffsets => 4,
+        }
+    }
+
     /// This node's rows, whoever may see them: `weir.groups`' rows, or
     /// `weir.group_offsets`' group, topic, partition and committed offset.
     pub async fn node_rows(self, shard: &Rc<Shard>) -> Result<Vec<Vec<Value>>, SqlError> {

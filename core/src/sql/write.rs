@@ -229,7 +229,14 @@ async fn place(
     let mut copies: Vec<Vec<(i32, i64, bool)>> = vec![Vec::new(); records.len()];
     for (partition, held) in found.into_iter().enumerate() {
         for (i, ts, live) in held.copies()? {
-            copies[i].push((partition as i32, ts, live));
+            let Some(copy) = copies.get_mut(i) else {
+                return Err(SqlError::Node(format!(
+                    "partition {partition} of {} named key {i} of {} asked",
+                    meta.name,
+                    records.len()
+                )));
+            };
+            copy.push((partition as i32, ts, live));
         }
     }
     let mut out = Vec::with_capacity(records.len());

@@ -67,25 +67,29 @@ impl Shard {
         } else {
             Marker::Abort
         };
+        // Those another node leads (as the catalog places them: a
+        // refusal names a broker, which with `--shard-ports` is a shard)
+        // go back with that node's id.
+        let catalog = self.catalog();
+        let (mut here, mut elsewhere) = (Vec::new(), Vec::new());
+        for tp in partitions {
+            match catalog.place(tp.topic(), tp.partition) {
+                Some((Some(node), _)) if node != self.config.node_id => elsewhere.push((node, tp)),
+                _ => here.push(tp),
+            }
+        }
         let written = self
-            .on_partitions(
-                PartitionWork::on_each(&partitions),
-                move |s, p, ()| async move {
-                    p.append_marker(marker, producer_id, epoch, 0, &s.cache)
-                        .await
-                        .map(|_| ())
-                },
-            )
+            .on_partitions(PartitionWork::on_each(&here), move |s, p, ()| async move {
+                p.append_marker(marker, producer_id, epoch, 0, &s.cache)
+                    .await
+                    .map(|_| ())
+            })
             .await;
-        let mut elsewhere = Vec::new();
-        for (at, r) in written {
+        for (_, r) in written {
             match r {
                 Ok(()) => {}
                 // A partition deleted meanwhile has nothing left to end.
                 Err(e) if e.code == ErrorCode::UnknownTopicOrPartition => {}
-                Err(e) if e.code == ErrorCode::NotLeaderOrFollower && e.leader.is_some() => {
-                    elsewhere.push((e.leader.unwrap_or(-1), partitions[at].clone()));
-                }
                 Err(e) => return Err(e),
             }
         }
@@ -126,7 +130,7 @@ impl Shard {
         commit: bool,
     ) -> Result<(), KafkaError> {
         if self.cluster.is_some() {
-            let node = self.coordinator(group)?.id;
+            let node = self.coordinating_node(group)?.id;
             if node != self.config.node_id {
                 let request = Request::Settle {
                     group: group.to_string(),
@@ -144,10 +148,12 @@ impl Shard {
     }
 
     async fn ask_node(self: &Rc<Self>, node: i32, request: &Request) -> Result<(), KafkaError> {
-        let control = self
-            .cluster
-            .as_ref()
-            .expect("only a cluster has other nodes");
+        let Some(control) = self.cluster.as_ref() else {
+            return Err(KafkaError::new(
+                ErrorCode::LeaderNotAvailable,
+                format!("node {node} has what this transaction needs; this node is in no cluster"),
+            ));
+        };
         let answer: Result<(), Failure> = control
             .ask(node, Service::Txn, self.catalog().version, request)
             .await?;

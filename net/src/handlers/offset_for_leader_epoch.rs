@@ -1,15 +1,15 @@
 //! OffsetForLeaderEpoch (key 23): where a leader epoch ended in a
 //! partition's log (`weir_core::leader_epoch`), so a consumer can tell
-//! whether what it read was truncated since (KIP-320). Served to clients
-//! (replica id -1) with DESCRIBE on the topic; a replica's request (a
-//! broker's id) needs CLUSTER_ACTION, as Kafka's.
+//! whether what it read was truncated since (KIP-320). Authorized as
+//! Kafka's: CLUSTER_ACTION (a replica's right) covers every topic, else
+//! DESCRIBE on each topic.
 
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
-use weir_core::{ByPartition, ErrorCode, KafkaError};
+use weir_core::ByPartition;
 
 use super::{denied_topic, RequestContext};
 
@@ -22,31 +22,22 @@ pub async fn handle(
 ) -> OffsetForLeaderEpochResponse {
     let shard = &cx.shard;
     let caller = &cx.caller;
-    let replica = req.replica_id.0 >= 0;
-    let may_replicate = !replica
-        || caller.may(
-            shard,
-            Operation::ClusterAction,
-            ResourceType::Cluster,
-            CLUSTER,
-        );
+    let replica_rights = caller.may(
+        shard,
+        Operation::ClusterAction,
+        ResourceType::Cluster,
+        CLUSTER,
+    );
     let mut by = ByPartition::new();
     for t in req.topics {
         let name = t.topic.0.to_string();
         let allowed =
-            may_replicate && caller.may(shard, Operation::Describe, ResourceType::Topic, &name);
+            replica_rights || caller.may(shard, Operation::Describe, ResourceType::Topic, &name);
         by.topic(t.topic, name.clone());
         for p in t.partitions {
-            let asked = match (may_replicate, allowed) {
-                (true, true) => Ok((p.current_leader_epoch, p.leader_epoch)),
-                (false, _) => Err(KafkaError::new(
-                    ErrorCode::ClusterAuthorizationFailed,
-                    format!(
-                        "{} may not ask for epochs as replica {}",
-                        caller.principal, req.replica_id.0
-                    ),
-                )),
-                (true, false) => Err(denied_topic(caller, "describe", &name)),
+            let asked = match allowed {
+                true => Ok((p.current_leader_epoch, p.leader_epoch)),
+                false => Err(denied_topic(caller, "describe", &name)),
             };
             by.partition(p.partition, asked);
         }
