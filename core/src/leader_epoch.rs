@@ -61,8 +61,9 @@ mod tests {
             ErrorCode::UnknownLeaderEpoch
         );
         assert_eq!(
-            check_current("t", 0, CURRENT - 1).unwrap_err().code,
-            ErrorCode::FencedLeaderEpoch
+            check_current("t", 0, UNDEFINED - 1).unwrap_err().code,
+            ErrorCode::FencedLeaderEpoch,
+            "an epoch below every real one (epochs start at 0) is fenced"
         );
     }
 
