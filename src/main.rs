@@ -117,8 +117,13 @@ struct ServeArgs {
     rack: Option<String>,
     /// A node of a cluster not heard by the controller for this long is
     /// fenced: Metadata stops naming it (Kafka's broker.session.timeout.ms).
-    #[arg(env = "WEIR_NODE_SESSION_TIMEOUT_MS", long, default_value_t = 6_000)]
+    #[arg(env = "WEIR_NODE_SESSION_TIMEOUT_MS", long, default_value_t = 1_500)]
     node_session_timeout_ms: u64,
+    /// A follower that has not caught up with its leader for this long
+    /// leaves the partition's in-sync replicas (Kafka's
+    /// replica.lag.time.max.ms).
+    #[arg(env = "WEIR_REPLICA_LAG_TIME_MAX_MS", long, default_value_t = 30_000)]
+    replica_lag_time_max_ms: u64,
     /// Create a topic the first time a client asks for it in Metadata.
     #[arg(env = "WEIR_AUTO_CREATE_TOPICS", long)]
     auto_create_topics: bool,
@@ -385,6 +390,7 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.retention_check_interval = Duration::from_millis(args.retention_check_ms.max(100));
     cfg.compaction_check_interval = Duration::from_millis(args.compaction_check_ms.max(100));
     cfg.compaction_map_bytes = args.compaction_map_bytes.max(1 << 20);
+    cfg.replica_lag_time_max = Duration::from_millis(args.replica_lag_time_max_ms.max(100));
     cfg.groups.min_session_timeout = Duration::from_millis(args.group_min_session_timeout_ms);
     cfg.groups.max_session_timeout = Duration::from_millis(args.group_max_session_timeout_ms);
     cfg.groups.initial_rebalance_delay =

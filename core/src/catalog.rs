@@ -54,6 +54,17 @@ pub struct TopicConfig {
     /// topic's own, as Kafka does (absent from older catalogs: none).
     #[serde(default)]
     pub explicit: u16,
+    /// `min.insync.replicas`: an acks=all produce is taken only while at
+    /// least this many replicas (the leader among them) are in sync, and
+    /// answered once they all have it durable. Capped by the partition's
+    /// replicas, so a topic of one replica takes acks=all (absent from
+    /// older catalogs: the default).
+    #[serde(default = "default_min_insync_replicas")]
+    pub min_insync_replicas: i32,
+}
+
+fn default_min_insync_replicas() -> i32 {
+    2
 }
 
 fn default_delete_retention_ms() -> i64 {
@@ -122,12 +133,13 @@ impl Default for TopicConfig {
             max_compaction_lag_ms: default_max_compaction_lag_ms(),
             min_cleanable_dirty_ratio_ppm: default_min_dirty_ratio_ppm(),
             explicit: 0,
+            min_insync_replicas: default_min_insync_replicas(),
         }
     }
 }
 
 /// The configs DescribeConfigs reports and CreateTopics accepts.
-pub const CONFIG_NAMES: [&str; 11] = [
+pub const CONFIG_NAMES: [&str; 12] = [
     "cleanup.policy",
     "message.timestamp.type",
     "retention.ms",
@@ -139,6 +151,7 @@ pub const CONFIG_NAMES: [&str; 11] = [
     "min.compaction.lag.ms",
     "max.compaction.lag.ms",
     "min.cleanable.dirty.ratio",
+    "min.insync.replicas",
 ];
 
 impl TopicConfig {
@@ -215,6 +228,9 @@ impl TopicConfig {
             "delete.retention.ms" if n >= 0 => self.delete_retention_ms = n,
             "min.compaction.lag.ms" if n >= 0 => self.min_compaction_lag_ms = n,
             "max.compaction.lag.ms" if n >= 1 => self.max_compaction_lag_ms = n,
+            "min.insync.replicas" if (1..=i32::MAX as i64).contains(&n) => {
+                self.min_insync_replicas = n as i32
+            }
             _ => return Err(bad()),
         }
         Ok(())
@@ -244,6 +260,7 @@ impl TopicConfig {
             "delete.retention.ms" => self.delete_retention_ms.to_string(),
             "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
             "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
+            "min.insync.replicas" => self.min_insync_replicas.to_string(),
             "min.cleanable.dirty.ratio" => {
                 (self.min_cleanable_dirty_ratio_ppm as f64 / 1e6).to_string()
             }
@@ -294,19 +311,72 @@ pub struct TopicMeta {
     pub id: [u8; 16],
     /// `shards[p]` owns partition `p` (a shard of the node leading it).
     pub shards: Vec<usize>,
-    /// In a cluster, `nodes[p]` leads partition `p`; empty on a single
-    /// node, which leads every partition.
+    /// In a cluster, `nodes[p]` leads partition `p` (`NO_LEADER` while
+    /// none of its in-sync replicas lives); empty on a single node, which
+    /// leads every partition.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<i32>,
+    /// A replicated topic's partitions (a replication factor above 1):
+    /// `replication[p]` names partition `p`'s replicas, in-sync replicas
+    /// and leader epoch. Empty when each partition has one replica, its
+    /// leader (`nodes`), in epoch 0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replication: Vec<Replicas>,
     pub config: TopicConfig,
     /// A typed table's schema (CREATE TABLE); `None`: a raw topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<schema::TableSchema>,
 }
 
+/// `TopicMeta::nodes`' entry for a partition none of whose in-sync
+/// replicas lives (Kafka's leader -1): it waits for one to come back.
+pub const NO_LEADER: i32 = -1;
+
+/// A replicated partition as the metadata quorum keeps it (Kafka's
+/// `PartitionRecord`): where its copies are, which of them are in sync,
+/// and the epochs that fence its old leaders and stale ISR changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replicas {
+    /// The nodes keeping a copy, the preferred leader first.
+    pub replicas: Vec<i32>,
+    /// The replicas holding every record below the high watermark
+    /// durably (the leader among them): only these may become leader.
+    pub isr: Vec<i32>,
+    /// Bumped at every change of leader.
+    pub leader_epoch: i32,
+    /// Bumped at every change of leader or ISR (Kafka's partition
+    /// epoch): an ISR change made on an older one is refused.
+    pub partition_epoch: i32,
+}
+
 impl TopicMeta {
     pub fn partitions(&self) -> i32 {
         self.shards.len() as i32
+    }
+
+    /// Partition `p`'s replication, if the topic is replicated.
+    pub fn replicas_of(&self, p: i32) -> Option<&Replicas> {
+        self.replication.get(usize::try_from(p).ok()?)
+    }
+
+    /// The replication factor (1 for a topic that is not replicated).
+    pub fn replication_factor(&self) -> usize {
+        self.replication.first().map_or(1, |r| r.replicas.len())
+    }
+
+    /// Partition `p`'s leader epoch (0 for a partition not replicated).
+    pub fn leader_epoch(&self, p: i32) -> i32 {
+        self.replicas_of(p).map_or(0, |r| r.leader_epoch)
+    }
+
+    /// Whether node `node` keeps a copy of partition `p` (a cluster's
+    /// leader or replica; on a single node, every partition).
+    pub fn hosted_by(&self, p: i32, node: i32) -> bool {
+        match (self.replicas_of(p), self.nodes.get(p as usize)) {
+            (Some(r), _) => r.replicas.contains(&node),
+            (None, Some(&leader)) => leader == node,
+            (None, None) => true,
+        }
     }
 
     /// Where partition `p` lives: the node leading it (`None` on a single

@@ -82,6 +82,9 @@ pub struct NodeConfig {
     /// Idle idempotent producers are forgotten after this long (Kafka's
     /// `transactional.id.expiration.ms`/`producer.id.expiration.ms`: a day).
     pub producer_expiry: Duration,
+    /// A follower behind its leader this long leaves the ISR (Kafka's
+    /// `replica.lag.time.max.ms`).
+    pub replica_lag_time_max: Duration,
     /// Consumer group settings (session timeout bounds, initial delay).
     pub groups: crate::groups::group::GroupConfig,
     /// The role tokens (`auth`); none set and no user: sign-in is off.
@@ -237,6 +240,7 @@ impl NodeConfig {
             node_id: 0,
             shard_port_base: None,
             producer_expiry: Duration::from_secs(24 * 3600),
+            replica_lag_time_max: Duration::from_secs(30),
             spin_before_park: Duration::ZERO,
             groups: Default::default(),
             role_tokens: Default::default(),

@@ -19,6 +19,8 @@ pub enum ErrorCode {
     NotCoordinator = 16,
     InvalidTopicException = 17,
     RecordListTooLarge = 18,
+    NotEnoughReplicas = 19,
+    NotEnoughReplicasAfterAppend = 20,
     InvalidRequiredAcks = 21,
     IllegalGeneration = 22,
     InconsistentGroupProtocol = 23,
@@ -92,8 +94,9 @@ pub struct KafkaError {
     /// start of a refused record's value).
     pub detail: Option<String>,
     /// NOT_LEADER_OR_FOLLOWER: the node that leads the partition (told to
-    /// clients as KIP-951's current leader).
+    /// clients as KIP-951's current leader), and its leader epoch.
     pub leader: Option<i32>,
+    pub leader_epoch: i32,
 }
 
 impl KafkaError {
@@ -104,6 +107,7 @@ impl KafkaError {
             record_index: None,
             detail: None,
             leader: None,
+            leader_epoch: -1,
         }
     }
 

@@ -19,20 +19,25 @@ pub const CURRENT: i32 = weir_storage::batch::LEADER_EPOCH;
 pub const UNDEFINED: i32 = -1;
 
 /// KIP-320: a request naming a leader epoch is served only by the leader
-/// of that epoch: an older one is FENCED_LEADER_EPOCH (the client's
-/// leader was replaced), a newer one UNKNOWN_LEADER_EPOCH (this node has
-/// not heard of it yet). `UNDEFINED` is not checked.
-pub fn check_current(topic: &str, partition: i32, asked: i32) -> Result<(), KafkaError> {
+/// of that epoch (`current`): an older one is FENCED_LEADER_EPOCH (the
+/// client's leader was replaced), a newer one UNKNOWN_LEADER_EPOCH (this
+/// node has not heard of it yet). `UNDEFINED` is not checked.
+pub fn check(topic: &str, partition: i32, asked: i32, current: i32) -> Result<(), KafkaError> {
     let (code, why) = match asked {
         UNDEFINED => return Ok(()),
-        a if a == CURRENT => return Ok(()),
-        a if a < CURRENT => (ErrorCode::FencedLeaderEpoch, "older than"),
+        a if a == current => return Ok(()),
+        a if a < current => (ErrorCode::FencedLeaderEpoch, "older than"),
         _ => (ErrorCode::UnknownLeaderEpoch, "newer than"),
     };
     Err(KafkaError::new(
         code,
-        format!("{topic}-{partition}: leader epoch {asked} is {why} this leader's ({CURRENT})"),
+        format!("{topic}-{partition}: leader epoch {asked} is {why} this leader's ({current})"),
     ))
+}
+
+/// `check` against a partition not replicated (epoch `CURRENT`).
+pub fn check_current(topic: &str, partition: i32, asked: i32) -> Result<(), KafkaError> {
+    check(topic, partition, asked, CURRENT)
 }
 
 /// OffsetForLeaderEpoch, as Kafka's `LeaderEpochFileCache.endOffsetFor`

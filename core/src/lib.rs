@@ -43,6 +43,7 @@ pub mod partitioner;
 pub mod producer_ids;
 pub mod refusals;
 pub mod registry;
+pub mod replication;
 pub mod shard;
 pub mod sql;
 pub mod table;

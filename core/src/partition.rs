@@ -1,8 +1,11 @@
 //! A topic-partition as its owning shard holds it: the log (which flushes
-//! itself and publishes the durable high watermark, `weir_storage::log`)
-//! and its part of the tail cache. A produce (checked by `table::ingest`)
-//! appends, caches and waits for the watermark; a fetch reads, or waits for it to move. Lives on the
-//! shard that owns it; never crosses cores.
+//! itself and publishes the durable high watermark, `weir_storage::log`),
+//! its part of the tail cache and, when replicated, its role (leading or
+//! following, `replication::leader`). A produce (checked by
+//! `table::ingest`) appends, caches and waits for the watermark; a fetch
+//! reads, or waits for it to move. A replicated leader's high watermark
+//! is its in-sync replicas' least durable end: acks=all waits for it.
+//! Lives on the shard that owns it; never crosses cores.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -17,6 +20,11 @@ use crate::cache::{CachedBatch, PartitionCache, TailCache};
 use crate::clock::now_ms;
 use crate::error::{ErrorCode, KafkaError};
 use crate::latency::Latencies;
+use crate::replication::leader::Role;
+
+/// The longest an acks=all produce waits for its in-sync replicas
+/// (Kafka's default request timeout).
+const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The result of a successful produce to one partition.
 pub type ProduceResult = Result<Appended, KafkaError>;
@@ -43,6 +51,10 @@ pub struct Partition {
     pub log: Rc<PartitionLog>,
     pub cache: Rc<PartitionCache>,
     pub counters: PartitionCounters,
+    /// Leading, following or alone (not replicated), as the catalog says.
+    pub role: RefCell<Role>,
+    /// Woken when the role changes (acks=all waiters look again).
+    role_watchers: RefCell<Vec<oneshot::Sender<()>>>,
 }
 
 /// What a partition took in and served since start (for `/metrics`).
@@ -80,6 +92,168 @@ impl Partition {
             log: Rc::new(log),
             cache: Rc::new(PartitionCache::default()),
             counters: PartitionCounters::default(),
+            role: RefCell::new(Role::Alone),
+            role_watchers: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Takes the role the catalog gives this node. Becoming leader in a
+    /// new epoch records where the epoch starts (durably, in the log's
+    /// epoch cache) and starts counting followers afresh; a replicated
+    /// partition's high watermark is from then on the ISR's (first: the
+    /// log start, until the leader or followers say more).
+    pub fn set_role(&self, next: Role) -> Result<(), KafkaError> {
+        {
+            let mut role = self.role.borrow_mut();
+            match (&mut *role, next) {
+                (Role::Leader(cur), Role::Leader(n)) if cur.epoch == n.epoch => {
+                    if cur.isr == n.isr && cur.partition_epoch == n.partition_epoch {
+                        return Ok(());
+                    }
+                    cur.update(n);
+                }
+                (cur, next) if *cur == next => return Ok(()),
+                (_, next) => {
+                    if next != Role::Alone && !self.log.is_replicated() {
+                        self.log.set_replicated(self.log.log_start());
+                    }
+                    let mut next = next;
+                    if !matches!(next, Role::Leader(_)) {
+                        // Appends copied from a leader are not cached: what
+                        // is cached would stop ending at the log end.
+                        self.cache.clear();
+                    }
+                    if let Role::Leader(l) = &mut next {
+                        self.log.set_leader_epoch(l.epoch)?;
+                        l.start(self.log.log_end(), std::time::Instant::now());
+                        log::info!(
+                            "{}-{}: leading in epoch {} from offset {} (in sync: {:?})",
+                            self.topic,
+                            self.index,
+                            l.epoch,
+                            l.epoch_start,
+                            l.isr
+                        );
+                    }
+                    *role = next;
+                }
+            }
+        }
+        self.update_high_watermark();
+        for w in self.role_watchers.borrow_mut().drain(..) {
+            let _ = w.send(());
+        }
+        Ok(())
+    }
+
+    /// A leader's high watermark, as its ISR allows now: the log's durable
+    /// end while it is the only in-sync replica, else the least durable
+    /// end of them all (unchanged while a follower has not fetched in
+    /// this epoch).
+    pub fn update_high_watermark(&self) {
+        let role = self.role.borrow();
+        let Role::Leader(l) = &*role else { return };
+        let alone = l.isr.iter().all(|&n| n == l.me);
+        self.log.follow_durable(alone);
+        if let Some(hw) = l.high_watermark(self.log.durable_end()) {
+            self.log.set_high_watermark(hw);
+        }
+    }
+
+    /// A receiver woken when the role next changes.
+    fn watch_role(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        let mut w = self.role_watchers.borrow_mut();
+        w.retain(|w| !w.is_canceled());
+        w.push(tx);
+        rx
+    }
+
+    /// Refuses a write unless this node leads the partition (and, for
+    /// acks=all, enough replicas are in sync: NOT_ENOUGH_REPLICAS, as
+    /// Kafka checks before the append). Answers the leader epoch.
+    fn check_leading(&self, acks: i16) -> Result<i32, KafkaError> {
+        match &*self.role.borrow() {
+            Role::Alone => Ok(crate::leader_epoch::CURRENT),
+            Role::Leader(l) if acks == -1 && !l.enough_in_sync() => Err(KafkaError::new(
+                ErrorCode::NotEnoughReplicas,
+                format!(
+                    "{}-{}: {} in-sync replica(s) {:?}, fewer than min.insync.replicas {}",
+                    self.topic,
+                    self.index,
+                    l.isr.len(),
+                    l.isr,
+                    l.min_isr
+                ),
+            )),
+            Role::Leader(l) => Ok(l.epoch),
+            _ => Err(KafkaError::new(
+                ErrorCode::NotLeaderOrFollower,
+                format!(
+                    "{}-{}: this node does not lead it (any more)",
+                    self.topic, self.index
+                ),
+            )),
+        }
+    }
+
+    /// Waits until the high watermark passes `last_offset` in leader epoch
+    /// `epoch`: every in-sync replica has the batch durably. Refused if
+    /// leadership moves first, or if the ISR shrank below
+    /// min.insync.replicas meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND);
+    /// bounded by `REPLICATION_TIMEOUT`.
+    async fn replicated_past(&self, last_offset: i64, epoch: i32) -> Result<(), KafkaError> {
+        let deadline = std::time::Instant::now() + REPLICATION_TIMEOUT;
+        loop {
+            let moved = self.log.watch();
+            let changed = self.watch_role();
+            {
+                let role = self.role.borrow();
+                let Role::Leader(l) = &*role else {
+                    return Err(KafkaError::new(
+                        ErrorCode::NotLeaderOrFollower,
+                        format!(
+                            "{}-{}: leadership moved before offset {last_offset} was replicated",
+                            self.topic, self.index
+                        ),
+                    ));
+                };
+                if l.epoch != epoch {
+                    return Err(KafkaError::new(
+                        ErrorCode::NotLeaderOrFollower,
+                        format!(
+                            "{}-{}: a new leader epoch ({}) began before offset {last_offset} was replicated",
+                            self.topic, self.index, l.epoch
+                        ),
+                    ));
+                }
+                if self.log.high_watermark() > last_offset {
+                    if !l.enough_in_sync() {
+                        return Err(KafkaError::new(
+                            ErrorCode::NotEnoughReplicasAfterAppend,
+                            format!(
+                                "{}-{}: written, but only {:?} are in sync, fewer than min.insync.replicas {}",
+                                self.topic, self.index, l.isr, l.min_isr
+                            ),
+                        ));
+                    }
+                    return Ok(());
+                }
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(KafkaError::new(
+                    ErrorCode::RequestTimedOut,
+                    format!(
+                        "{}-{}: offset {last_offset} was not on every in-sync replica within {} s",
+                        self.topic,
+                        self.index,
+                        REPLICATION_TIMEOUT.as_secs()
+                    ),
+                ));
+            }
+            let timer = Box::pin(glommio::timer::sleep(deadline - now));
+            let _ = futures::future::select(futures::future::select(moved, changed), timer).await;
         }
     }
 
@@ -110,6 +284,7 @@ impl Partition {
         cache: &RefCell<TailCache>,
         appended_tell: Option<oneshot::Sender<()>>,
     ) -> ProduceResult {
+        let epoch = self.check_leading(acks)?;
         let (appended, stored) = match self.log.append(batches, now_ms()).await {
             Ok(r) => r,
             Err(_) => {
@@ -143,6 +318,9 @@ impl Partition {
             self.log.flush_soon();
         } else {
             self.log.durable_past(appended.last_offset).await?;
+            if acks == -1 && *self.role.borrow() != Role::Alone {
+                self.replicated_past(appended.last_offset, epoch).await?;
+            }
         }
         Ok(appended)
     }
@@ -237,6 +415,137 @@ impl Partition {
     /// A receiver that completes when the high watermark next moves.
     pub fn watch(&self) -> oneshot::Receiver<()> {
         self.log.watch()
+    }
+
+    /// A follower's fetch on its leader: node `node`, which knows leader
+    /// epoch `epoch` (KIP-320-checked), holds everything below `offset`
+    /// durably. Its progress may move the high watermark; then it reads
+    /// from `offset` up to the leader's durable end (past the high
+    /// watermark: a follower copies what it does not have yet).
+    pub async fn read_for_follower(
+        &self,
+        node: i32,
+        epoch: i32,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<PartitionRead, KafkaError> {
+        let durable = self.log.durable_end();
+        {
+            let mut role = self.role.borrow_mut();
+            let Role::Leader(l) = &mut *role else {
+                return Err(KafkaError::new(
+                    ErrorCode::NotLeaderOrFollower,
+                    format!("{}-{}: this node does not lead it", self.topic, self.index),
+                ));
+            };
+            crate::leader_epoch::check(&self.topic, self.index, epoch, l.epoch)?;
+            let start = self.log.log_start();
+            if offset < start || offset > durable {
+                return Err(KafkaError::new(
+                    ErrorCode::OffsetOutOfRange,
+                    format!(
+                        "{}-{}: a follower asked for offset {offset}, outside the leader's [{start}, {durable}]",
+                        self.topic, self.index
+                    ),
+                ));
+            }
+            l.fetched(node, offset, durable, std::time::Instant::now())?;
+        }
+        self.update_high_watermark();
+        let (hw, start) = (self.log.high_watermark(), self.log.log_start());
+        let answer = |records| PartitionRead {
+            records,
+            high_watermark: hw,
+            log_start: start,
+            last_stable_offset: self.log.last_stable_offset(),
+            aborted: None,
+        };
+        if offset >= durable {
+            return Ok(answer(Chunks::default()));
+        }
+        if let Some(records) = self.cache.read(offset, max_bytes, durable) {
+            if !records.is_empty() {
+                return Ok(answer(records));
+            }
+        }
+        let r = self.log.read_replica(offset, max_bytes).await?;
+        Ok(answer(r.batches))
+    }
+
+    /// A receiver woken when the log's durable end next moves (what a
+    /// leader's waiting follower fetches wait for).
+    pub fn watch_durable(&self) -> oneshot::Receiver<()> {
+        self.log.watch_durable()
+    }
+
+    /// A follower's copy of what its leader sent in a fetch answer:
+    /// `records` as the leader stored them (offsets, epochs and bytes
+    /// kept), appended and made durable here before the next fetch tells
+    /// the leader so; then the leader's high watermark (within this log)
+    /// and log start are taken. A batch failing its CRC-32C refuses the
+    /// whole answer (nothing of it appended).
+    pub async fn append_from_leader(
+        &self,
+        records: &Bytes,
+        leader_hw: i64,
+        leader_start: i64,
+    ) -> Result<(), KafkaError> {
+        let mut batches = Vec::new();
+        let mut iter = weir_storage::batch::BatchIter::new(records);
+        for (at, h) in iter.by_ref() {
+            let batch = records.slice(at..at + h.total_len());
+            if !weir_storage::batch::crc_ok(&batch, &h) {
+                return Err(KafkaError::new(
+                    ErrorCode::CorruptMessage,
+                    format!(
+                        "{}-{}: the leader sent a batch at offset {} failing its CRC-32C",
+                        self.topic, self.index, h.base_offset
+                    ),
+                ));
+            }
+            batches.push((h, batch));
+        }
+        if let Some((h, _)) = batches.last() {
+            let last = h.last_offset();
+            let (_, stored) = self.log.append_replica(&batches, now_ms()).await?;
+            for (h, bytes) in &stored {
+                bump(&self.counters.bytes_in, bytes.len() as u64);
+                bump(&self.counters.records_in, h.record_count.max(0) as u64);
+            }
+            self.log.durable_past(last).await?;
+        }
+        self.log
+            .set_high_watermark(leader_hw.min(self.log.durable_end()));
+        let hw = self.log.high_watermark();
+        if leader_start > self.log.log_start() && leader_start <= hw {
+            self.log.delete_records_before(leader_start)?;
+        }
+        Ok(())
+    }
+
+    /// Cuts the log back to `offset` (a follower's truncation to where
+    /// its leader's log and its own agree, KIP-101/279): never at or
+    /// below the high watermark, which every in-sync replica holds.
+    pub async fn truncate_to(&self, offset: i64) -> Result<(), KafkaError> {
+        let hw = self.log.high_watermark();
+        assert!(
+            offset >= hw,
+            "{}-{}: truncation to {offset} would cut below the high watermark {hw}",
+            self.topic,
+            self.index
+        );
+        if offset >= self.log.log_end() {
+            return Ok(());
+        }
+        log::info!(
+            "{}-{}: truncating from {} to {offset}, where the leader's log diverges",
+            self.topic,
+            self.index,
+            self.log.log_end()
+        );
+        self.cache.clear();
+        self.log.truncate_to(offset).await?;
+        Ok(())
     }
 
     /// Flushes what is staged and answers waiting producers (shutdown).

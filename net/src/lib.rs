@@ -12,6 +12,7 @@ pub mod codec;
 pub mod connection;
 pub mod handlers;
 pub mod http;
+pub mod replica_fetcher;
 pub mod sasl;
 pub mod server;
 pub mod tls;

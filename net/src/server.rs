@@ -37,6 +37,11 @@ pub fn bind(shard: Rc<Shard>, tls: Option<TlsAcceptor>) -> Result<Serving, Strin
     let slots = Rc::new(Semaphore::new(shard.config.connections_per_shard() as u64));
     Ok(Box::pin(async move {
         let http_task = glommio::spawn_local(crate::http::serve(shard.clone(), http, tls.clone()));
+        // A cluster node's shard copies the partitions it follows.
+        let fetcher = shard
+            .cluster
+            .is_some()
+            .then(|| glommio::spawn_local(crate::replica_fetcher::run(shard.clone())));
         let own_task = own.map(|l| {
             glommio::spawn_local(accept_kafka(shard.clone(), l, slots.clone(), tls.clone()))
         });
@@ -45,6 +50,9 @@ pub fn bind(shard: Rc<Shard>, tls: Option<TlsAcceptor>) -> Result<Serving, Strin
             t.cancel().await;
         }
         http_task.cancel().await;
+        if let Some(t) = fetcher {
+            t.cancel().await;
+        }
         result
     }))
 }

@@ -130,6 +130,15 @@ impl BatchHeader {
     }
 }
 
+/// The `partitionLeaderEpoch` field of a batch (bytes 12..16, outside the
+/// CRC): the epoch of the leader that stored it. `BatchHeader` leaves it
+/// out because appends overwrite it; a follower keeps it as the leader
+/// stored it and feeds it to its epoch cache. `None` when `batch` is too
+/// short to hold it.
+pub fn partition_leader_epoch(batch: &[u8]) -> Option<i32> {
+    Some(i32::from_be_bytes(batch.get(12..16)?.try_into().ok()?))
+}
+
 /// How a transaction ended, as its marker says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Marker {
@@ -251,10 +260,30 @@ pub fn assign_offset(
     append_time_ms: i64,
     log_append_time: bool,
 ) -> Chunks {
+    assign_offset_in_epoch(
+        batch,
+        base_offset,
+        append_time_ms,
+        log_append_time,
+        LEADER_EPOCH,
+    )
+}
+
+/// `assign_offset`, stamping `leader_epoch` instead of `LEADER_EPOCH`: a
+/// replicated partition's leader stamps the epoch it leads in, so that
+/// followers' epoch caches (and OffsetForLeaderEpoch) can tell which
+/// leader wrote each batch (KIP-101).
+pub fn assign_offset_in_epoch(
+    batch: &Bytes,
+    base_offset: i64,
+    append_time_ms: i64,
+    log_append_time: bool,
+    leader_epoch: i32,
+) -> Chunks {
     let mut head = BytesMut::from(&batch[..HEADER_LEN]);
     let body = batch.slice(HEADER_LEN..);
     head[0..8].copy_from_slice(&base_offset.to_be_bytes());
-    head[12..16].copy_from_slice(&LEADER_EPOCH.to_be_bytes());
+    head[12..16].copy_from_slice(&leader_epoch.to_be_bytes());
     let mut attributes = be_i16(&head, 21);
     if log_append_time {
         attributes |= ATTR_LOG_APPEND_TIME;

@@ -14,7 +14,7 @@ class Cluster:
     its calls to other nodes leave from it), so rules on address pairs cut
     nodes apart; default: all on 127.0.0.1."""
 
-    def __init__(self, base_dir, size=3, extra=(), env=None, hosts=None):
+    def __init__(self, base_dir, size=3, extra=(), env=None, hosts=None, session_ms=3000):
         self.hosts = hosts or ["127.0.0.1"] * size
         self.peer_ports = [free_port() for _ in range(size)]
         self.voters = ",".join(f"{i + 1}@{self.hosts[i]}:{p}" for i, p in enumerate(self.peer_ports))
@@ -22,7 +22,7 @@ class Cluster:
         for i in range(size):
             self.nodes.append(Node(base_dir / f"node{i + 1}", cores=1, host=self.hosts[i],
                                    extra=["--node-id", str(i + 1), "--voters", self.voters,
-                                          "--cpus", "none", "--node-session-timeout-ms", "3000",
+                                          "--cpus", "none", "--node-session-timeout-ms", str(session_ms),
                                           *extra], env=env))
         # free_port() frees what it found: two picks may meet. Pick again
         # until every port of the cluster is its own.

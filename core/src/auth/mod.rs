@@ -291,6 +291,7 @@ mod tests {
                 id: [7; 16],
                 shards: vec![0],
                 nodes: vec![],
+                replication: vec![],
                 config: Default::default(),
                 schema: None,
             },

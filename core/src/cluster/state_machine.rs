@@ -131,7 +131,7 @@ fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
                 );
             }
             let mut next = cat.clone();
-            next.topics = catalog.topics;
+            next.topics = keep_replication(cat, catalog.topics);
             next.users = catalog.users;
             next.acls = catalog.acls;
             next.group_nodes = catalog.group_nodes;
@@ -145,6 +145,7 @@ fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             }
             let mut next = cat.clone();
             next.nodes.insert(node.id, node);
+            crate::replication::elect_leaders(&mut next);
             next.version += 1;
             (Applied::Version(next.version), Some(next))
         }
@@ -152,11 +153,22 @@ fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             Some(n) if n.fenced != fenced => {
                 let mut next = cat.clone();
                 next.nodes.get_mut(&node).expect("present").fenced = fenced;
+                crate::replication::elect_leaders(&mut next);
                 next.version += 1;
                 (Applied::Version(next.version), Some(next))
             }
             _ => (Applied::Unchanged, None),
         },
+        Command::AlterIsr(change) => {
+            let mut next = cat.clone();
+            match crate::replication::alter_isr(&mut next, &change) {
+                Ok(()) => {
+                    next.version += 1;
+                    (Applied::Version(next.version), Some(next))
+                }
+                Err(why) => (Applied::Refused(why), None),
+            }
+        }
         Command::ProducerIds { count } => {
             let mut next = cat.clone();
             let start = next.next_producer_id;
@@ -164,6 +176,32 @@ fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             (Applied::ProducerIds { start }, Some(next))
         }
     }
+}
+
+/// A change's topics, with each partition the current catalog also has
+/// (the same topic, by id) keeping its leader and replication as the
+/// quorum has them now: an admin change made on an older view never
+/// undoes an election or an ISR change applied meanwhile.
+fn keep_replication(
+    cat: &Catalog,
+    mut topics: std::collections::BTreeMap<String, crate::catalog::TopicMeta>,
+) -> std::collections::BTreeMap<String, crate::catalog::TopicMeta> {
+    for t in topics.values_mut() {
+        let Some(now) = cat.topics.get(&t.name).filter(|n| n.id == t.id) else {
+            continue;
+        };
+        for (p, leader) in now.nodes.iter().enumerate() {
+            if let Some(slot) = t.nodes.get_mut(p) {
+                *slot = *leader;
+            }
+        }
+        for (p, r) in now.replication.iter().enumerate() {
+            if let Some(slot) = t.replication.get_mut(p) {
+                *slot = r.clone();
+            }
+        }
+    }
+    topics
 }
 
 impl RaftSnapshotBuilder<Meta> for CatalogMachine {

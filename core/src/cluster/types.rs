@@ -39,6 +39,22 @@ pub enum Command {
     Fence { node: i32, fenced: bool },
     /// A block of `count` producer ids for one node.
     ProducerIds { count: i64 },
+    /// A partition's leader changes its in-sync replicas (Kafka's
+    /// AlterPartition): applied only while it still leads in
+    /// `leader_epoch` and the partition is at `partition_epoch`.
+    AlterIsr(IsrChange),
+}
+
+/// One AlterPartition: the ISR a leader asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IsrChange {
+    pub topic: String,
+    pub topic_id: [u8; 16],
+    pub partition: i32,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<i32>,
 }
 
 /// What applying a command answered.
@@ -52,4 +68,7 @@ pub enum Applied {
     Unchanged,
     /// The first id of the block given.
     ProducerIds { start: i64 },
+    /// Not applied, and why (an ISR change from a deposed leader, or on
+    /// an older partition epoch).
+    Refused(String),
 }

@@ -14,6 +14,7 @@ pub(crate) fn catalog() -> Catalog {
             id: [1; 16],
             shards: vec![0; 4],
             nodes: vec![],
+            replication: vec![],
             config: Default::default(),
             schema: None,
         },

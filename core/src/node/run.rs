@@ -290,6 +290,7 @@ async fn tick(shard: &Rc<Shard>, launch: &Launch) {
         if ticks.is_multiple_of(retention_every) {
             shard.enforce_retention();
         }
+        shard.maintain_isrs();
     }
 }
 

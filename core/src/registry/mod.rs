@@ -79,6 +79,7 @@ pub async fn ensure_topic(shard: &Rc<Shard>) -> Result<(), Answer> {
                 name: TOPIC.into(),
                 partitions: 1,
                 replication_factor: -1,
+                assignments: Vec::new(),
                 configs: vec![("cleanup.policy".into(), Some("compact".into()))],
                 schema: None,
             }],

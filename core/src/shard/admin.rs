@@ -33,6 +33,9 @@ pub struct NewTopic {
     pub configs: Vec<(String, Option<String>)>,
     /// CREATE TABLE's columns; `None` for a raw topic.
     pub schema: Option<crate::catalog::schema::TableSchema>,
+    /// CreateTopics' explicit assignments: each partition's replicas by
+    /// broker id, the first its leader (empty: placed by the node).
+    pub assignments: Vec<Vec<i32>>,
 }
 
 /// One config change of an IncrementalAlterConfigs request.
@@ -149,18 +152,22 @@ impl Shard {
             true => cat.live_nodes().count(),
             false => 1,
         };
-        if t.replication_factor != -1 && t.replication_factor != 1 {
-            let why = match t.replication_factor {
-                f if f < 1 => format!("replication factor {f}: a topic has at least 1 replica"),
-                f if f as usize > live => format!(
-                    "replication factor {f} is larger than the {live} live node(s)"
-                ),
-                f => format!(
-                    "replication factor {f}: partitions are kept by one node each (their leader); replicas beyond it are not kept yet"
-                ),
-            };
-            return Err(KafkaError::new(ErrorCode::InvalidReplicationFactor, why));
-        }
+        let replication_factor = match t.replication_factor {
+            -1 => 1,
+            f if f < 1 => {
+                return Err(KafkaError::new(
+                    ErrorCode::InvalidReplicationFactor,
+                    format!("replication factor {f}: a topic has at least 1 replica"),
+                ))
+            }
+            f if f as usize > live => {
+                return Err(KafkaError::new(
+                    ErrorCode::InvalidReplicationFactor,
+                    format!("replication factor {f} is larger than the {live} live node(s)"),
+                ))
+            }
+            f => f as usize,
+        };
         let mut config = TopicConfig::default();
         for (name, value) in &t.configs {
             if let Some(v) = value {
@@ -170,24 +177,31 @@ impl Shard {
         let mut meta = TopicMeta {
             shards: Vec::new(),
             nodes: Vec::new(),
+            replication: Vec::new(),
             name: t.name,
             id: new_topic_id(),
             config,
             schema: t.schema,
         };
-        self.place_partitions(cat, &mut meta, partitions)?;
+        match t.assignments.is_empty() {
+            true => self.place_partitions(cat, &mut meta, partitions, replication_factor)?,
+            false => self.place_assigned(cat, &mut meta, &t.assignments)?,
+        }
         Ok(meta)
     }
 
     /// Places partitions of `t` up to `count`: on a single node, round
-    /// robin over its shards from a hash of the name; in a cluster, each on
-    /// the live node leading the fewest partitions so far (ties broken
-    /// from the hash), on one of that node's shards.
+    /// robin over its shards from a hash of the name; in a cluster, each
+    /// led by the live node leading the fewest partitions so far (ties
+    /// broken from the hash), on one of that node's shards, with its other
+    /// `replication_factor - 1` replicas on the live nodes keeping the
+    /// fewest replicas.
     fn place_partitions(
         &self,
         cat: &Catalog,
         t: &mut TopicMeta,
         count: i32,
+        replication_factor: usize,
     ) -> Result<(), KafkaError> {
         let first = t.partitions();
         if self.cluster.is_none() {
@@ -202,24 +216,137 @@ impl Shard {
                 "no live node to place partitions on",
             ));
         }
+        if replication_factor > live.len() {
+            return Err(KafkaError::new(
+                ErrorCode::InvalidReplicationFactor,
+                format!(
+                    "replication factor {replication_factor} is larger than the {} live node(s)",
+                    live.len()
+                ),
+            ));
+        }
         let mut led: std::collections::BTreeMap<i32, usize> =
             live.iter().map(|n| (n.id, 0)).collect();
+        let mut kept = led.clone();
         for other in cat.topics.values().chain(std::iter::once(&*t)) {
-            for n in &other.nodes {
+            for (p, n) in other.nodes.iter().enumerate() {
                 if let Some(c) = led.get_mut(n) {
                     *c += 1;
+                }
+                let replicas = other.replicas_of(p as i32).map(|r| r.replicas.clone());
+                for n in replicas.unwrap_or_else(|| vec![*n]) {
+                    if let Some(c) = kept.get_mut(&n) {
+                        *c += 1;
+                    }
                 }
             }
         }
         let offset = crate::catalog::stable_hash(&t.name) as usize;
         for p in first..count {
+            let turn = |i: usize| live[(offset + p as usize + i) % live.len()];
             let node = (0..live.len())
-                .map(|i| live[(offset + p as usize + i) % live.len()])
+                .map(turn)
                 .min_by_key(|n| led[&n.id])
                 .expect("some live node");
             *led.get_mut(&node.id).expect("counted") += 1;
+            *kept.get_mut(&node.id).expect("counted") += 1;
             t.nodes.push(node.id);
             t.shards.push(placement(&t.name, p, node.shards));
+            if replication_factor > 1 {
+                let mut replicas = vec![node.id];
+                while replicas.len() < replication_factor {
+                    let next = (1..=live.len())
+                        .map(turn)
+                        .filter(|n| !replicas.contains(&n.id))
+                        .min_by_key(|n| kept[&n.id])
+                        .expect("enough live nodes");
+                    *kept.get_mut(&next.id).expect("counted") += 1;
+                    replicas.push(next.id);
+                }
+                t.replication.push(crate::catalog::Replicas {
+                    isr: replicas.clone(),
+                    replicas,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Places `t`'s partitions as CreateTopics assigned them: partition
+    /// `p` on the brokers `assignments[p]` (their nodes), led by the
+    /// first. As Kafka: every partition has as many replicas, each a
+    /// distinct live broker.
+    fn place_assigned(
+        &self,
+        cat: &Catalog,
+        t: &mut TopicMeta,
+        assignments: &[Vec<i32>],
+    ) -> Result<(), KafkaError> {
+        let bad = |why: String| Err(KafkaError::new(ErrorCode::InvalidReplicaAssignment, why));
+        let rf = assignments[0].len();
+        for (p, brokers) in assignments.iter().enumerate() {
+            let p = p as i32;
+            if brokers.is_empty() || brokers.len() != rf {
+                return bad(format!(
+                    "partition {p} has {} replicas: every partition needs as many as the first ({rf}), at least one",
+                    brokers.len()
+                ));
+            }
+            // With `--shard-ports` a broker is a node's shard.
+            let node_of = |b: i32| match b >= crate::catalog::SHARD_BROKERS {
+                true => b / crate::catalog::SHARD_BROKERS,
+                false => b,
+            };
+            let nodes: Vec<i32> = brokers.iter().map(|&b| node_of(b)).collect();
+            let mut distinct = nodes.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            if distinct.len() != nodes.len() {
+                return bad(format!("partition {p} names a node twice: {brokers:?}"));
+            }
+            let shard = match self.cluster.is_some() {
+                true => {
+                    for n in &nodes {
+                        if !cat.live_nodes().any(|l| l.id == *n) {
+                            return bad(format!("partition {p}: broker {n} is not a live node"));
+                        }
+                    }
+                    let leader = &cat.nodes[&nodes[0]];
+                    let placed = match brokers[0] >= crate::catalog::SHARD_BROKERS {
+                        true => (brokers[0] % crate::catalog::SHARD_BROKERS) as usize,
+                        false => placement(&t.name, p, leader.shards),
+                    };
+                    t.nodes.push(leader.id);
+                    placed
+                }
+                false => {
+                    let me = self.config.brokers();
+                    let Some(b) = me.iter().position(|b| b.id == brokers[0]) else {
+                        return bad(format!(
+                            "partition {p}: broker {} is not this node",
+                            brokers[0]
+                        ));
+                    };
+                    if rf > 1 {
+                        return bad(format!("partition {p}: {rf} replicas on a single node"));
+                    }
+                    match self.config.shard_port_base {
+                        Some(_) => b,
+                        None => placement(&t.name, p, self.nr_shards),
+                    }
+                }
+            };
+            t.shards.push(shard);
+            if rf > 1 {
+                t.replication.push(crate::catalog::Replicas {
+                    replicas: nodes.clone(),
+                    isr: nodes,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                });
+            }
         }
         Ok(())
     }
@@ -290,7 +417,7 @@ impl Shard {
                         ));
                     }
                     let mut grown = t.clone();
-                    s.place_partitions(cat, &mut grown, count)?;
+                    s.place_partitions(cat, &mut grown, count, t.replication_factor())?;
                     if !validate_only {
                         *cat.topics.get_mut(&name).expect("found above") = grown;
                     }
@@ -420,12 +547,13 @@ impl Shard {
         Ok(())
     }
 
-    /// Whether this shard owns partition `p` of `t`: its shard, on this
-    /// node.
+    /// Whether this shard keeps partition `p` of `t`: its shard, on a
+    /// node keeping a copy (its leader, or one of its replicas).
     fn owns(&self, t: &TopicMeta, p: i32) -> bool {
         match t.place(p) {
             Some((node, shard)) => {
-                self.local_shard(shard) == self.id && node.is_none_or(|n| n == self.config.node_id)
+                self.local_shard(shard) == self.id
+                    && (node.is_none() || t.hosted_by(p, self.config.node_id))
             }
             None => false,
         }
@@ -484,6 +612,7 @@ impl Shard {
                 self.partitions.borrow_mut().insert(key, part);
             }
         }
+        self.take_roles(cat);
         Ok(())
     }
 }

@@ -8,6 +8,16 @@ use crate::error::{ErrorCode, KafkaError};
 
 use super::Shard;
 
+/// A partition as Metadata tells it (`Shard::partition_view`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    pub leader: Option<i32>,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub offline: Vec<i32>,
+}
+
 impl Shard {
     /// Every broker with whether it is fenced (a cluster's node silent
     /// past its session timeout; never on a single node).
@@ -89,7 +99,8 @@ impl Shard {
     }
 
     /// The broker leading partition `p` of `t`; `None` when its node is
-    /// fenced (LEADER_NOT_AVAILABLE until it is back).
+    /// fenced or it has no leader (LEADER_NOT_AVAILABLE until one is
+    /// back).
     pub fn partition_leader(&self, t: &TopicMeta, p: i32) -> Option<i32> {
         match t.place(p)? {
             (None, shard) => Some(self.config.broker_of(shard).id),
@@ -97,6 +108,40 @@ impl Shard {
                 let fenced = self.catalog().nodes.get(&node).is_none_or(|n| n.fenced);
                 (!fenced).then(|| self.node_broker(node, shard))
             }
+        }
+    }
+
+    /// Partition `p` of `t` as Metadata tells it: its leader (if any),
+    /// leader epoch, replicas, in-sync replicas and the replicas on fenced
+    /// nodes, each as the broker clients know it.
+    pub fn partition_view(&self, t: &TopicMeta, p: i32) -> PartitionView {
+        let leader = self.partition_leader(t, p);
+        let Some((Some(led_by), shard)) = t.place(p) else {
+            let me = leader.into_iter().collect::<Vec<_>>();
+            return PartitionView {
+                leader,
+                leader_epoch: 0,
+                replicas: me.clone(),
+                isr: me,
+                offline: Vec::new(),
+            };
+        };
+        let cat = self.catalog();
+        let (replicas, isr) = match t.replicas_of(p) {
+            Some(r) => (r.replicas.clone(), r.isr.clone()),
+            None => (vec![led_by], vec![led_by]),
+        };
+        let fenced = |n: &i32| cat.nodes.get(n).is_none_or(|node| node.fenced);
+        let broker = |n: &i32| self.node_broker(*n, shard);
+        PartitionView {
+            leader,
+            leader_epoch: t.leader_epoch(p),
+            offline: replicas.iter().filter(|n| fenced(n)).map(broker).collect(),
+            isr: match leader {
+                Some(_) => isr.iter().map(broker).collect(),
+                None => Vec::new(),
+            },
+            replicas: replicas.iter().map(broker).collect(),
         }
     }
 

@@ -36,9 +36,12 @@ use crate::topic_partition::{TopicPartition, TopicPartitionRef};
 
 mod admin;
 mod brokers;
+mod replicas;
 mod routed;
 
 pub use admin::{ConfigChange, NewTopic, PartitionCount};
+pub use brokers::PartitionView;
+pub use replicas::Followed;
 pub use routed::{FetchPartition, OffsetQuery};
 
 /// Work sent to another shard: runs there with that shard's state.
@@ -133,6 +136,8 @@ pub struct Shard {
     pub sign_in_throttle: crate::auth::throttle::Throttle,
     /// Every shard's heartbeat (this one beats its own).
     hearts: Arc<crate::watchdog::Hearts>,
+    /// Woken at each catalog installed (the replica fetcher looks again).
+    catalog_watchers: RefCell<Vec<oneshot::Sender<()>>>,
 }
 
 /// What a shard is made of at start-up (`crate::node`).
@@ -176,6 +181,7 @@ impl Shard {
             features: RefCell::default(),
             sign_in_throttle: Default::default(),
             hearts: parts.hearts,
+            catalog_watchers: RefCell::default(),
             config,
         }
     }
@@ -189,9 +195,14 @@ impl Shard {
     pub fn owner_here(&self, cat: &Catalog, topic: &str, p: i32) -> Result<usize, KafkaError> {
         match cat.place(topic, p) {
             None => Err(KafkaError::unknown_partition(topic, p)),
-            Some((Some(node), shard)) if node != self.config.node_id => Err(
-                KafkaError::not_leader(topic, p, self.node_broker(node, shard)),
-            ),
+            Some((Some(crate::catalog::NO_LEADER), _)) => Err(KafkaError::new(
+                ErrorCode::LeaderNotAvailable,
+                format!("partition {p} of topic {topic:?} has no live in-sync replica to lead it"),
+            )),
+            Some((Some(node), shard)) if node != self.config.node_id => Err(KafkaError {
+                leader_epoch: cat.topic(topic).map_or(-1, |t| t.leader_epoch(p)),
+                ..KafkaError::not_leader(topic, p, self.node_broker(node, shard))
+            }),
             Some((_, shard)) => Ok(self.local_shard(shard)),
         }
     }

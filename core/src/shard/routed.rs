@@ -71,6 +71,8 @@ pub struct FetchPartition {
     pub max_bytes: i32,
     /// Isolation level read_committed: up to the last stable offset.
     pub committed: bool,
+    /// The leader epoch the fetcher knows (KIP-320; -1: unchecked).
+    pub current_leader_epoch: i32,
 }
 
 impl Shard {
@@ -146,12 +148,17 @@ impl Shard {
     /// releases the others early, as Kafka completes a delayed fetch.
     /// Answers each partition's read, and the answer memory the reads hold
     /// (`memory`) until the answer is sent.
+    ///
+    /// `replica`: a follower's fetch (Kafka's replica id), which reads past
+    /// the high watermark up to the leader's durable end, waits for that
+    /// to move, and tells the leader how far the follower holds the log.
     pub async fn fetch(
         self: &Rc<Self>,
         parts: Vec<FetchPartition>,
         min_bytes: i32,
         max_bytes: i32,
         max_wait: Duration,
+        replica: Option<i32>,
     ) -> (Vec<Result<PartitionRead, KafkaError>>, Vec<Grant>) {
         let catalog = self.catalog();
         let deadline = crate::clock::long_poll_deadline(Instant::now(), max_wait);
@@ -169,7 +176,7 @@ impl Shard {
             let (tx, rx) = oneshot::channel::<()>();
             cancels.push(tx);
             pending.push(Box::pin(self.invoke_on(shard, move |s| async move {
-                s.fetch_local(group, min_bytes, max_bytes, deadline, rx)
+                s.fetch_local(group, min_bytes, max_bytes, deadline, rx, replica)
                     .await
             })));
         }
@@ -216,6 +223,7 @@ impl Shard {
         max_bytes: i32,
         deadline: Instant,
         cancel: oneshot::Receiver<()>,
+        replica: Option<i32>,
     ) -> (Vec<(usize, Result<PartitionRead, KafkaError>)>, Grant) {
         crate::counters::add(&self.counters.fetch_parts, 1);
         let mut cancel = cancel;
@@ -234,13 +242,24 @@ impl Shard {
             let reads = join_all(parts.iter().zip(limits).map(|((_, fp), limit)| {
                 let part = self.partition(&fp.topic, fp.partition);
                 if let Some(p) = &part {
-                    watches.push(p.watch());
+                    watches.push(match replica {
+                        Some(_) => p.watch_durable(),
+                        None => p.watch(),
+                    });
                 }
                 weir_storage::crash_point::panic_point("fetch", &fp.topic);
                 async move {
-                    match part {
-                        Some(p) => p.read(fp.offset, limit, fp.committed).await,
-                        None => Err(KafkaError::unknown_partition(&fp.topic, fp.partition)),
+                    let Some(p) = part else {
+                        return Err(KafkaError::unknown_partition(&fp.topic, fp.partition));
+                    };
+                    let epoch = fp.current_leader_epoch;
+                    match replica {
+                        Some(node) => p.read_for_follower(node, epoch, fp.offset, limit).await,
+                        None => {
+                            let current = p.role.borrow().epoch();
+                            crate::leader_epoch::check(&fp.topic, fp.partition, epoch, current)?;
+                            p.read(fp.offset, limit, fp.committed).await
+                        }
                     }
                 }
             }))
@@ -287,13 +306,16 @@ impl Shard {
     // ---- list offsets --------------------------------------------------
 
     /// Answers ListOffsets for partitions wherever they live: (offset,
-    /// timestamp) for each partition's query.
+    /// timestamp, leader epoch) for each partition's (query, the leader
+    /// epoch the client knows: KIP-320-checked).
     pub async fn list_offsets(
         self: &Rc<Self>,
-        work: Vec<PartitionWork<OffsetQuery>>,
-    ) -> Vec<(usize, Result<(i64, i64), KafkaError>)> {
-        self.on_partitions(work, |_, p, q: OffsetQuery| async move {
-            match q {
+        work: Vec<PartitionWork<(OffsetQuery, i32)>>,
+    ) -> Vec<(usize, Result<(i64, i64, i32), KafkaError>)> {
+        self.on_partitions(work, |_, p, (q, known): (OffsetQuery, i32)| async move {
+            let epoch = p.role.borrow().epoch();
+            crate::leader_epoch::check(&p.topic, p.index, known, epoch)?;
+            let found: Result<(i64, i64), KafkaError> = match q {
                 OffsetQuery::Latest => Ok((p.log.high_watermark(), -1)),
                 OffsetQuery::LatestStable => Ok((p.log.last_stable_offset(), -1)),
                 // Every segment is local: the earliest local offset is the
@@ -304,7 +326,9 @@ impl Shard {
                     Ok(p.log.max_timestamp_record().await?.unwrap_or((-1, -1)))
                 }
                 OffsetQuery::AtTime(t) => Ok(p.log.offset_for_time(t).await?.unwrap_or((-1, -1))),
-            }
+            };
+            let (offset, ts) = found?;
+            Ok((offset, ts, epoch))
         })
         .await
     }
@@ -329,9 +353,9 @@ impl Shard {
         work: Vec<PartitionWork<(i32, i32)>>,
     ) -> Vec<(usize, Result<(i32, i64), KafkaError>)> {
         self.on_partitions(work, |_, p, (current, asked): (i32, i32)| async move {
-            crate::leader_epoch::check_current(&p.topic, p.index, current)?;
-            let (start, end) = (p.log.log_start(), p.log.log_end());
-            Ok(crate::leader_epoch::end_offset_for(asked, start, end))
+            let epoch = p.role.borrow().epoch();
+            crate::leader_epoch::check(&p.topic, p.index, current, epoch)?;
+            Ok(p.log.end_offset_for(asked))
         })
         .await
     }

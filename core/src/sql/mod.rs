@@ -319,6 +319,7 @@ async fn create_table(shard: &Rc<Shard>, c: CreateTable) -> Result<QueryResult, 
         name: name.clone(),
         partitions,
         replication_factor: -1,
+        assignments: Vec::new(),
         configs,
         schema: Some(TableSchema {
             columns,

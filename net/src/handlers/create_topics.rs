@@ -30,8 +30,13 @@ pub async fn handle(cx: &RequestContext, req: CreateTopicsRequest) -> CreateTopi
             replication_factor: if t.assignments.is_empty() {
                 t.replication_factor
             } else {
-                1
+                -1
             },
+            assignments: t
+                .assignments
+                .iter()
+                .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                .collect(),
             configs: t
                 .configs
                 .into_iter()
@@ -56,7 +61,7 @@ pub async fn handle(cx: &RequestContext, req: CreateTopicsRequest) -> CreateTopi
                 Ok(meta) => {
                     let t = t
                         .with_num_partitions(meta.partitions())
-                        .with_replication_factor(1)
+                        .with_replication_factor(meta.replication_factor() as i16)
                         .with_topic_id(uuid::Uuid::from_bytes(meta.id));
                     if version >= 5 {
                         t.with_configs(Some(

@@ -1,7 +1,10 @@
 //! Fetch (key 1): read from each partition's owner, waiting (long poll)
 //! until data arrives or `max_wait_ms` passes. Topic ids from v13.
 //! read_committed (isolation level 1) reads up to the last stable offset
-//! and lists the aborted transactions in what it read.
+//! and lists the aborted transactions in what it read. A fetch naming a
+//! replica (`replica_id`, or v15's `replica_state`) is a follower's: it
+//! needs CLUSTER_ACTION, reads up to the leader's durable end and tells
+//! the leader how far the follower holds the log (`weir_core::replication`).
 
 use std::time::Duration;
 
@@ -28,8 +31,13 @@ const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 /// response's own `records` fields are left empty), and the answer memory
 /// they hold until sent (`weir_core::memory`), in one `Reply`.
 pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
-    let committed = req.isolation_level == 1;
-    let (shape, parts) = plan(cx, req.topics, committed);
+    let replica = match cx.version >= 15 {
+        true => req.replica_state.replica_id.0,
+        false => req.replica_id.0,
+    };
+    let replica = (replica >= 0).then_some(replica);
+    let committed = req.isolation_level == 1 && replica.is_none();
+    let (shape, parts) = plan(cx, req.topics, committed, replica);
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
     let max_bytes = if req.max_bytes > 0 {
         req.max_bytes
@@ -38,7 +46,7 @@ pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
     };
     let (results, hold) = cx
         .shard
-        .fetch(parts, req.min_bytes, max_bytes, max_wait)
+        .fetch(parts, req.min_bytes, max_bytes, max_wait, replica)
         .await;
     // KIP-951: where the partitions another node leads are.
     let leaders: std::collections::BTreeSet<i32> = results
@@ -93,8 +101,18 @@ fn plan(
     cx: &RequestContext,
     topics: Vec<FetchTopic>,
     committed: bool,
+    replica: Option<i32>,
 ) -> (Shape, Vec<FetchPartition>) {
     let catalog = cx.shard.catalog();
+    // A follower may read every topic it replicates: Kafka asks
+    // CLUSTER_ACTION on the cluster of it instead of READ on each topic.
+    let replica_rights = replica.is_none()
+        || cx.caller.may(
+            &cx.shard,
+            Operation::ClusterAction,
+            ResourceType::Cluster,
+            weir_core::auth::acl::CLUSTER,
+        );
     let mut shape = Vec::new();
     let mut parts = Vec::new();
     for t in topics {
@@ -107,10 +125,12 @@ fn plan(
         };
         let refused = match &name {
             None => Some(ErrorCode::UnknownTopicId),
+            Some(_) if !replica_rights => Some(ErrorCode::TopicAuthorizationFailed),
             Some(n)
-                if !cx
-                    .caller
-                    .may(&cx.shard, Operation::Read, ResourceType::Topic, n) =>
+                if replica.is_none()
+                    && !cx
+                        .caller
+                        .may(&cx.shard, Operation::Read, ResourceType::Topic, n) =>
             {
                 Some(ErrorCode::TopicAuthorizationFailed)
             }
@@ -127,6 +147,7 @@ fn plan(
                         offset: p.fetch_offset,
                         max_bytes: p.partition_max_bytes,
                         committed,
+                        current_leader_epoch: p.current_leader_epoch,
                     });
                 }
                 (_, why) => idx.push((p.partition, Err(why.unwrap_or(ErrorCode::UnknownTopicId)))),
@@ -165,7 +186,7 @@ fn partition_answer(
                 (true, Some(leader)) => failed(e.code).with_current_leader(
                     LeaderIdAndEpoch::default()
                         .with_leader_id(BrokerId(leader))
-                        .with_leader_epoch(0),
+                        .with_leader_epoch(e.leader_epoch),
                 ),
                 _ => failed(e.code),
             };

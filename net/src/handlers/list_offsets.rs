@@ -26,7 +26,8 @@ pub async fn handle(cx: &RequestContext, req: ListOffsetsRequest) -> ListOffsets
         by.topic(t.name, name.clone());
         for p in t.partitions {
             let query = match allowed {
-                true => OffsetQuery::from_wire(p.timestamp, req.isolation_level),
+                true => OffsetQuery::from_wire(p.timestamp, req.isolation_level)
+                    .map(|q| (q, p.current_leader_epoch)),
                 false => Err(denied_topic(caller, "describe", &name)),
             };
             by.partition(p.partition_index, query);
@@ -46,10 +47,10 @@ pub async fn handle(cx: &RequestContext, req: ListOffsetsRequest) -> ListOffsets
                             let p = ListOffsetsPartitionResponse::default()
                                 .with_partition_index(partition);
                             match r {
-                                Ok((offset, ts)) => p
+                                Ok((offset, ts, epoch)) => p
                                     .with_offset(offset)
                                     .with_timestamp(ts)
-                                    .with_leader_epoch(if version >= 4 { 0 } else { -1 }),
+                                    .with_leader_epoch(if version >= 4 { epoch } else { -1 }),
                                 Err(e) => p
                                     .with_error_code(e.code.code())
                                     .with_offset(-1)

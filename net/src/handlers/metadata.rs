@@ -77,6 +77,7 @@ pub async fn handle(cx: &RequestContext, req: MetadataRequest) -> MetadataRespon
                         name: n.clone(),
                         partitions: -1,
                         replication_factor: -1,
+                        assignments: Vec::new(),
                         configs: vec![],
                         schema: None,
                     })
@@ -119,30 +120,28 @@ pub async fn handle(cx: &RequestContext, req: MetadataRequest) -> MetadataRespon
         .with_topics(topics)
 }
 
-/// A topic's partitions, each led by the broker it lives on; one whose
-/// node is fenced has no leader (LEADER_NOT_AVAILABLE) until it is back.
+/// A topic's partitions: each one's leader and leader epoch, replicas,
+/// in-sync replicas and replicas on fenced nodes; one with no live leader
+/// has LEADER_NOT_AVAILABLE until one is back.
 fn topic_entry(shard: &weir_core::shard::Shard, t: &TopicMeta) -> MetadataResponseTopic {
+    let ids = |v: Vec<i32>| v.into_iter().map(BrokerId).collect::<Vec<_>>();
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(str(&t.name))))
         .with_topic_id(uuid::Uuid::from_bytes(t.id))
         .with_partitions(
             (0..t.partitions())
                 .map(|p| {
+                    let v = shard.partition_view(t, p);
                     let out = MetadataResponsePartition::default()
                         .with_partition_index(p)
-                        .with_leader_epoch(0);
-                    match shard.partition_leader(t, p) {
-                        Some(node) => out
-                            .with_leader_id(BrokerId(node))
-                            .with_replica_nodes(vec![BrokerId(node)])
-                            .with_isr_nodes(vec![BrokerId(node)]),
-                        None => {
-                            let node = t.nodes.get(p as usize).copied().unwrap_or(-1);
-                            out.with_error_code(ErrorCode::LeaderNotAvailable.code())
-                                .with_leader_id(BrokerId(-1))
-                                .with_replica_nodes(vec![BrokerId(node)])
-                                .with_offline_replicas(vec![BrokerId(node)])
-                        }
+                        .with_leader_epoch(v.leader_epoch)
+                        .with_leader_id(BrokerId(v.leader.unwrap_or(-1)))
+                        .with_replica_nodes(ids(v.replicas))
+                        .with_isr_nodes(ids(v.isr))
+                        .with_offline_replicas(ids(v.offline));
+                    match v.leader {
+                        Some(_) => out,
+                        None => out.with_error_code(ErrorCode::LeaderNotAvailable.code()),
                     }
                 })
                 .collect(),

@@ -151,7 +151,7 @@ fn partition_response(
                 (true, Some(leader)) => p.with_current_leader(
                     LeaderIdAndEpoch::default()
                         .with_leader_id(BrokerId(leader))
-                        .with_leader_epoch(0),
+                        .with_leader_epoch(e.leader_epoch),
                 ),
                 _ => p,
             };

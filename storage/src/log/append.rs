@@ -1,7 +1,7 @@
 //! Appending: offsets assigned, producer sequences checked, segments
 //! rolled and sealed.
 
-use crate::batch::{assign_offset, control_marker, BatchHeader};
+use crate::batch::{assign_offset_in_epoch, control_marker, BatchHeader};
 use crate::chunks::Chunks;
 use crate::durable::{sync_dir, write_small_file};
 use crate::producer_state::SequenceCheck;
@@ -54,6 +54,12 @@ impl PartitionLog {
         }
         let total: u64 = batches.iter().map(|(h, _)| h.total_len() as u64).sum();
         self.maybe_roll(total, now_ms).await?;
+        // The epoch stamped begins here if it is new (Kafka's append
+        // assigns each batch's epoch; all of these carry the same one).
+        let epoch = self.stamp_epoch.get();
+        if !batches.is_empty() {
+            self.note_epoch(epoch, self.log_end())?;
+        }
         let mut producers = self.producers.borrow_mut();
         let mut st = self.state.borrow_mut();
         let base_offset = st.next_offset;
@@ -62,7 +68,7 @@ impl PartitionLog {
         let stamp = self.config.get().log_append_time;
         for (h, b) in batches {
             let offset = st.next_offset;
-            let stored_batch = assign_offset(b, offset, now_ms, stamp);
+            let stored_batch = assign_offset_in_epoch(b, offset, now_ms, stamp, epoch);
             let header = BatchHeader::parse(&stored_batch.parts()[0]).expect("validated batch");
             let seg = st.segments.get_mut(&seg_base).expect("active segment");
             seg.append(&stored_batch, &header);

@@ -176,6 +176,8 @@ mod tests {
             log_start: 0,
             next_offset,
             durable_offset: 0,
+            replicated_hw: None,
+            follows_durable: false,
             failed: None,
         }
     }

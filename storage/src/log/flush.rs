@@ -22,8 +22,8 @@ struct FlushJob {
 }
 
 impl PartitionLog {
-    /// Makes everything appended before the call durable; returns the high
-    /// watermark. Each segment with bytes not yet handed to a flush gets one
+    /// Makes everything appended before the call durable; returns the
+    /// durable end (the high watermark of an unreplicated log). Each segment with bytes not yet handed to a flush gets one
     /// O_DSYNC direct write (its completion is its sync), and one flush
     /// covers every batch appended before it started (group commit). A
     /// partition may keep several flushes in flight: a flush prepared
@@ -46,7 +46,7 @@ impl PartitionLog {
                 self.wait_idle().await;
                 match &self.state.borrow().failed {
                     Some(why) => Err(StorageError::Io(why.clone())),
-                    None => Ok(self.high_watermark()),
+                    None => Ok(self.durable_end()),
                 }
             }
             Err(e) => Err(e),
@@ -149,7 +149,7 @@ impl PartitionLog {
         };
         self.flight_landed(id);
         self.seal_inactive().await?;
-        Ok((self.high_watermark(), Some(times)))
+        Ok((self.durable_end(), Some(times)))
     }
 
     /// Waits until every flight prepared before `id` has landed (or failed).

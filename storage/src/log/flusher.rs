@@ -5,9 +5,11 @@
 //! `max_in_flight` run; a flusher flushes until nothing is left unwritten,
 //! so one durable write covers every batch appended meanwhile (group
 //! commit), and a second flusher writes what arrives while the first
-//! one's write is in flight. After each flush the log publishes its high
-//! watermark: the appenders it passed are answered, and the readers
-//! `watch`ing are woken if it moved. While flushes are small a zero-writing
+//! one's write is in flight. After each flush the log publishes its durable
+//! end: the appenders it passed are answered, the followers'
+//! fetches `watch_durable` are woken if it moved, and the readers
+//! `watch`ing if the high watermark moved (the same event for an
+//! unreplicated log; a replicated log's moves with `set_high_watermark`). While flushes are small a zero-writing
 //! task of the log's own keeps zeros ahead of the end (`ahead`).
 
 use std::cell::{Cell, RefCell};
@@ -42,6 +44,10 @@ pub(super) struct Flushers {
     /// The high watermark readers were last woken for (a flush that lands
     /// before an earlier one moves nothing, and wakes no one).
     announced: Cell<i64>,
+    /// Fetches (a leader's followers) waiting for the durable end to move.
+    durable_watchers: RefCell<Vec<oneshot::Sender<()>>>,
+    /// The durable end those were last woken for.
+    durable_announced: Cell<i64>,
     /// Where each flush's times go.
     on_flush: RefCell<Option<FlushObserver>>,
 }
@@ -55,9 +61,47 @@ impl Flushers {
             acks: RefCell::new(Vec::new()),
             watchers: RefCell::new(Vec::new()),
             announced: Cell::new(high_watermark),
+            durable_watchers: RefCell::new(Vec::new()),
+            durable_announced: Cell::new(high_watermark),
             on_flush: RefCell::new(None),
         }
     }
+}
+
+impl Flushers {
+    /// Wakes the readers if the high watermark moved past what they were
+    /// last woken for.
+    pub(super) fn announce(&self, hw: i64) {
+        if hw > self.announced.get() {
+            self.announced.set(hw);
+            for w in self.watchers.borrow_mut().drain(..) {
+                let _ = w.send(());
+            }
+        }
+    }
+
+    /// The high watermark was set (`set_replicated`) or cut back
+    /// (`truncate_to`): readers are woken for moves from `hw` on.
+    pub(super) fn reset_announced(&self, hw: i64) {
+        self.announced.set(hw);
+    }
+
+    /// A truncation cut the log back to `end`, the high watermark to
+    /// `hw`: moves from there on wake the watchers.
+    pub(super) fn cut_to(&self, hw: i64, end: i64) {
+        self.announced.set(self.announced.get().min(hw));
+        self.durable_announced.set(end);
+    }
+}
+
+/// Adds a waiter to `list`, dropping those whose receiver is gone (so an
+/// idle partition's list stays as long as its live waiters).
+fn register(list: &RefCell<Vec<oneshot::Sender<()>>>) -> oneshot::Receiver<()> {
+    let (tx, rx) = oneshot::channel();
+    let mut list = list.borrow_mut();
+    list.retain(|w| !w.is_canceled());
+    list.push(tx);
+    rx
 }
 
 impl PartitionLog {
@@ -68,8 +112,10 @@ impl PartitionLog {
         *self.flushers.on_flush.borrow_mut() = Some(Box::new(on_flush));
     }
 
-    /// Completes when everything up to `last_offset` is durable (the high
-    /// watermark passed it), or with the error of the flush that failed.
+    /// Completes when everything up to `last_offset` is durable here (the
+    /// durable end passed it: acks=1, and a follower before it fetches
+    /// again), or with the error of the flush that failed. For a
+    /// replicated log this says nothing of the high watermark.
     /// Registers before it starts a flusher, so no flush can land unseen.
     pub fn durable_past(
         self: &Rc<Self>,
@@ -90,15 +136,17 @@ impl PartitionLog {
         }
     }
 
-    /// A receiver that completes when the high watermark next moves.
+    /// A receiver that completes when the high watermark next moves
+    /// (consumers' long polls: what they may read grew).
     pub fn watch(&self) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
-        let mut watchers = self.flushers.watchers.borrow_mut();
-        // Drop watchers whose reader already finished, so an idle
-        // partition's list stays as long as its live readers.
-        watchers.retain(|w| !w.is_canceled());
-        watchers.push(tx);
-        rx
+        register(&self.flushers.watchers)
+    }
+
+    /// A receiver that completes when the durable end next moves: a
+    /// leader's follower fetches wait on it, since they read past the
+    /// high watermark (which moves only once followers have fetched).
+    pub fn watch_durable(&self) -> oneshot::Receiver<()> {
+        register(&self.flushers.durable_watchers)
     }
 
     /// Starts a flusher unless `max_in_flight` run. It flushes until
@@ -158,35 +206,40 @@ impl PartitionLog {
         .detach();
     }
 
-    /// Publishes a flush's outcome: the appenders the high watermark
-    /// passed are answered and readers woken if it moved; after a failure
+    /// Publishes a flush's outcome (the durable end it returned): the
+    /// appenders it passed are answered, durable watchers woken if it
+    /// moved and readers if the high watermark moved; after a failure
     /// every waiting appender gets the error.
     pub(super) fn publish(&self, result: Result<i64, StorageError>) {
         let f = &self.flushers;
         match result {
-            Ok(hw) => {
+            Ok(durable) => {
                 // Published as the flush returns it, with no await between:
-                // the log's own watermark, which never goes down.
+                // the log's own durable end, which never goes down (but by
+                // a truncation, which resets what was announced).
                 assert!(
-                    hw >= f.announced.get(),
-                    "published high watermark {hw} below {} announced",
-                    f.announced.get()
+                    durable >= f.durable_announced.get(),
+                    "published durable end {durable} below {} announced",
+                    f.durable_announced.get()
                 );
                 let done: Vec<_> = {
                     let mut acks = f.acks.borrow_mut();
-                    let (done, wait) = acks.drain(..).partition(|a| a.last_offset < hw);
+                    let (done, wait) = acks.drain(..).partition(|a| a.last_offset < durable);
                     *acks = wait;
                     done
                 };
                 for a in done {
                     let _ = a.tx.send(Ok(()));
                 }
-                if hw > f.announced.get() {
-                    f.announced.set(hw);
-                    for w in f.watchers.borrow_mut().drain(..) {
+                if durable > f.durable_announced.get() {
+                    f.durable_announced.set(durable);
+                    for w in f.durable_watchers.borrow_mut().drain(..) {
                         let _ = w.send(());
                     }
                 }
+                self.state.borrow_mut().follow();
+                // Unreplicated: the same value, the same moment as before.
+                f.announce(self.high_watermark());
             }
             Err(e) => {
                 for a in f.acks.borrow_mut().drain(..) {

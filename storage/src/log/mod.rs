@@ -3,8 +3,16 @@
 //!
 //! A `PartitionLog` lives on the shard that owns its partition and is only
 //! touched there (it is `!Send`). Offsets are dense: each record takes one.
-//! Everything below `durable_offset` (the high watermark) is on stable
-//! storage (written with O_DSYNC, see `segment`); readers never see past it.
+//! Everything below `durable_offset` (the durable end) is on stable
+//! storage (written with O_DSYNC, see `segment`). Readers never see past
+//! the high watermark: for an unreplicated log (the default) that is the
+//! durable end; for a replicated one (`set_replicated`) the caller sets it
+//! as followers catch up (`set_high_watermark`), and followers read up to
+//! the durable end (`read_replica`).
+//!
+//! Replication (`replica`): leader epochs kept beside the segments
+//! (`epochs`), a follower's append of batches as its leader stored them
+//! (`append_replica`) and truncation (`truncate_to`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -83,11 +91,15 @@ mod append;
 mod compact;
 #[cfg(test)]
 mod compact_tests;
+pub mod epochs;
 mod flights;
 mod flush;
 mod flusher;
 mod open;
 mod read;
+mod replica;
+#[cfg(test)]
+mod replica_tests;
 #[cfg(test)]
 mod sim_tests;
 #[cfg(test)]
@@ -119,13 +131,37 @@ struct LogState {
     log_start: i64,
     /// The next offset to assign (log end offset).
     next_offset: i64,
-    /// Everything below is durable and readable (the high watermark).
+    /// Everything below is durable here (the durable end); readable too
+    /// unless the log is replicated.
     durable_offset: i64,
+    /// A replicated log's high watermark, set by the caller (`None`: not
+    /// replicated, the high watermark is the durable end). Never past the
+    /// durable end; only a truncation lowers it.
+    replicated_hw: Option<i64>,
+    /// A replicated log whose leader is its only in-sync replica: each
+    /// flush moves the high watermark to the durable end
+    /// (`follow_durable`).
+    follows_durable: bool,
     /// Set by a failed write or sync; appends are refused until a flush works.
     failed: Option<String>,
 }
 
 impl LogState {
+    /// What readers may see up to: the replicated high watermark, or the
+    /// durable end for an unreplicated log.
+    fn high_watermark(&self) -> i64 {
+        self.replicated_hw.unwrap_or(self.durable_offset)
+    }
+
+    /// A flush landed: a replicated log following its durable end moves
+    /// its high watermark there.
+    fn follow(&mut self) {
+        let durable = self.durable_offset;
+        if let (true, Some(hw)) = (self.follows_durable, &mut self.replicated_hw) {
+            *hw = (*hw).max(durable);
+        }
+    }
+
     /// The segments not yet sealed, newest first. Segments become durable in
     /// offset order and are sealed oldest first, so these are the log's
     /// last few: the only ones a flush writes, syncs or seals. A flush need
@@ -232,6 +268,12 @@ pub struct PartitionLog {
     /// Batches found failing their CRC-32C, by (segment, byte): never
     /// served, each logged once.
     corrupt: RefCell<std::collections::BTreeSet<(i64, u64)>>,
+    /// Which leader epoch began where (`epochs`), as on disk but for a
+    /// move of the log start (written at the next change).
+    epochs: RefCell<epochs::EpochCache>,
+    /// The leader epoch `append` stamps into batches (`set_leader_epoch`);
+    /// `batch::LEADER_EPOCH` until a leader sets one.
+    stamp_epoch: Cell<i32>,
 }
 
 /// Bytes being read ahead: the batches from `offset`, at `pos` in segment
@@ -260,8 +302,81 @@ impl PartitionLog {
         self.state.borrow().log_start
     }
 
+    /// What readers (consumers) may see up to: everything bounded by it
+    /// (reads, the last stable offset, retention, DeleteRecords, time
+    /// lookups) stays so. The durable end for an unreplicated log; the
+    /// value the caller set for a replicated one.
     pub fn high_watermark(&self) -> i64 {
+        self.state.borrow().high_watermark()
+    }
+
+    /// Everything below is on stable storage here (what `durable_past`
+    /// waits for). A leader's followers read up to it (`read_replica`);
+    /// for an unreplicated log it is the high watermark.
+    pub fn durable_end(&self) -> i64 {
         self.state.borrow().durable_offset
+    }
+
+    /// Whether the high watermark is set by the caller (`set_replicated`).
+    pub fn is_replicated(&self) -> bool {
+        self.state.borrow().replicated_hw.is_some()
+    }
+
+    /// Makes the log replicated: from now on the caller sets the high
+    /// watermark (a leader from its followers' progress, a follower from
+    /// its leader's), since data durable here may not be on enough
+    /// replicas to survive a failover. It starts at `hw`, kept within
+    /// `[log_start, durable_end]`. Unreplicated logs (the default) keep the
+    /// high watermark at the durable end.
+    pub fn set_replicated(&self, hw: i64) {
+        let hw = {
+            let mut st = self.state.borrow_mut();
+            let hw = hw.clamp(st.log_start, st.durable_offset);
+            st.replicated_hw = Some(hw);
+            hw
+        };
+        // Readers are woken for moves from here on.
+        self.flushers.reset_announced(hw);
+    }
+
+    /// Whether a replicated log's high watermark follows its durable end
+    /// (a leader that is its partition's only in-sync replica: what is
+    /// durable here is on every in-sync replica). Turned on, the high
+    /// watermark moves there at once.
+    pub fn follow_durable(&self, on: bool) {
+        let moved = {
+            let mut st = self.state.borrow_mut();
+            st.follows_durable = on;
+            let before = st.high_watermark();
+            st.follow();
+            st.high_watermark() > before
+        };
+        if moved {
+            self.flushers.announce(self.high_watermark());
+        }
+    }
+
+    /// A replicated log's high watermark moved to `hw` (kept at or below
+    /// the durable end: nothing not durable here is served). A lower value
+    /// is ignored: the high watermark never goes back but by a truncation
+    /// (`truncate_to`), since consumers may have read up to it. Readers
+    /// `watch`ing are woken if it moved. Nothing for an unreplicated log,
+    /// whose high watermark is its durable end.
+    pub fn set_high_watermark(&self, hw: i64) {
+        let moved = {
+            let mut st = self.state.borrow_mut();
+            let durable = st.durable_offset;
+            match &mut st.replicated_hw {
+                Some(cur) if hw.min(durable) > *cur => {
+                    *cur = hw.min(durable);
+                    true
+                }
+                _ => false,
+            }
+        };
+        if moved {
+            self.flushers.announce(self.high_watermark());
+        }
     }
 
     pub fn log_end(&self) -> i64 {
@@ -353,6 +468,10 @@ impl PartitionLog {
                 .max(*st.segments.keys().next().expect("a segment"));
         }
         self.producers.borrow_mut().forget_before(st.log_start);
+        if removed > 0 {
+            // In memory only, as `delete_records_before`.
+            self.epochs.borrow_mut().truncate_from_start(st.log_start);
+        }
         removed
     }
 
@@ -362,7 +481,7 @@ impl PartitionLog {
     pub fn delete_records_before(&self, offset: i64) -> Result<i64, StorageError> {
         let (hw, start) = {
             let st = self.state.borrow();
-            (st.durable_offset, st.log_start)
+            (st.high_watermark(), st.log_start)
         };
         let offset = if offset == -1 { hw } else { offset };
         if offset < 0 || offset > hw {
@@ -389,6 +508,9 @@ impl PartitionLog {
             st.segments.remove(&base).expect("segment").remove_files();
         }
         self.producers.borrow_mut().forget_before(offset);
+        // In memory, as Kafka's truncateFromStartAsyncFlush: open cuts a
+        // stale file to the log start again.
+        self.epochs.borrow_mut().truncate_from_start(offset);
         Ok(offset)
     }
 

@@ -27,6 +27,7 @@ impl PartitionLog {
         // A cleaning pass cut short: finish its swap, or drop its files.
         compact::finish_interrupted(dir)?;
         let bases = segment_bases(dir)?;
+        remove_orphans(dir, bases.last().copied())?;
         let (mut segments, producers) = open_segments(dir, &bases, now_ms).await?;
         if segments.is_empty() {
             segments.insert(0, Segment::create(dir, 0, now_ms).await?);
@@ -45,6 +46,8 @@ impl PartitionLog {
             .next_back()
             .expect("a segment")
             .next_offset();
+        let epochs = open_epochs(dir, log_start, next_offset)?;
+        let stamp = epochs.latest_epoch().unwrap_or(crate::batch::LEADER_EPOCH);
         Ok(PartitionLog {
             dir: dir.to_path_buf(),
             config: Cell::new(config),
@@ -53,6 +56,8 @@ impl PartitionLog {
                 log_start,
                 next_offset,
                 durable_offset: next_offset,
+                replicated_hw: None,
+                follows_durable: false,
                 failed: None,
             }),
             append_lock: Semaphore::new(1),
@@ -67,6 +72,8 @@ impl PartitionLog {
             compacting: Cell::new(false),
             closed: Cell::new(false),
             corrupt: RefCell::default(),
+            epochs: RefCell::new(epochs),
+            stamp_epoch: Cell::new(stamp),
         })
     }
 }
@@ -89,9 +96,57 @@ fn segment_bases(dir: &Path) -> Result<Vec<i64>, StorageError> {
     Ok(bases)
 }
 
+/// The leader epoch cache of the log in `dir` with offsets
+/// `[log_start, log_end)`: the checkpoint file's, cut to those bounds
+/// (Kafka's load does the same: the file may be stale after a move of the
+/// log start, or a crash inside `truncate_to`); without a file, every
+/// batch was written before epochs were kept, by `append`'s epoch 0.
+fn open_epochs(
+    dir: &Path,
+    log_start: i64,
+    log_end: i64,
+) -> Result<super::epochs::EpochCache, StorageError> {
+    let mut cache = match super::epochs::load(dir)? {
+        Some(cache) => cache,
+        None if log_end > log_start => {
+            super::epochs::EpochCache::from_entries(vec![(crate::batch::LEADER_EPOCH, log_start)])
+        }
+        None => super::epochs::EpochCache::default(),
+    };
+    cache.truncate_from_start(log_start);
+    cache.truncate_from_end(log_end);
+    Ok(cache)
+}
+
+/// Removes the files of segments past the last one (`last`): left by a
+/// crash inside `truncate_to` (which removes a segment's log file first)
+/// or between a producer snapshot and the roll it was for. A segment made
+/// at such a base later must not find them (a stale clean-stop state or
+/// index files would be taken for its own).
+fn remove_orphans(dir: &Path, last: Option<i64>) -> Result<(), StorageError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| StorageError::Io(format!("listing {}: {e}", dir.display())))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let Some((stem, ext)) = name.split_once('.') else {
+            continue;
+        };
+        let orphan = matches!(ext, "index" | "timeindex" | "snapshot" | "clean")
+            && stem
+                .parse::<i64>()
+                .is_ok_and(|b| last.is_none_or(|l| b > l));
+        if orphan {
+            log::info!("{}: removing {name}, of no segment", dir.display());
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
 /// The producer-state snapshot taken when the segment at `base` was
 /// rolled to; empty when there is none or it does not decode.
-fn producer_snapshot(dir: &Path, base: i64) -> ProducerStates {
+pub(super) fn producer_snapshot(dir: &Path, base: i64) -> ProducerStates {
     std::fs::read(snapshot_path(dir, base))
         .ok()
         .and_then(|bytes| ProducerStates::decode(&bytes))

@@ -50,6 +50,9 @@ struct ReadAt {
     /// The offset after the segment's last batch.
     end: i64,
     hw: i64,
+    /// What the read may not pass: the high watermark, or the durable end
+    /// for a follower's read.
+    bound: i64,
     log_start: i64,
     base: i64,
     is_last: bool,
@@ -141,16 +144,45 @@ impl PartitionLog {
     }
 
     /// `read`, of batches that begin before `upto` only (the last stable
-    /// offset, for a read_committed reader: a batch boundary).
+    /// offset, for a read_committed reader: a batch boundary). Bounded by
+    /// the high watermark too, whatever `upto` is: a follower reads past
+    /// it with `read_replica`.
     pub async fn read_below(
         &self,
         offset: i64,
         max_bytes: usize,
         upto: i64,
     ) -> Result<ReadResult, StorageError> {
+        self.read_bounded(offset, max_bytes, upto, false).await
+    }
+
+    /// A follower's fetch from this (its leader's) log: `read`, but up to
+    /// the durable end rather than the high watermark, since a follower
+    /// must copy what the high watermark has not yet passed for it to
+    /// move; `offset` may be anywhere in `[log_start, durable_end]` (out
+    /// of range past the durable end, with the durable end given as the
+    /// error's bound). The result's `high_watermark` is the log's high
+    /// watermark, which the follower takes as its own.
+    pub async fn read_replica(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<ReadResult, StorageError> {
+        self.read_bounded(offset, max_bytes, i64::MAX, true).await
+    }
+
+    /// `read_below`, bounded by the durable end instead of the high
+    /// watermark for a `replica` read.
+    async fn read_bounded(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upto: i64,
+        replica: bool,
+    ) -> Result<ReadResult, StorageError> {
         let mut offset = offset;
         loop {
-            let seg = match self.segment_at(offset, upto)? {
+            let seg = match self.segment_at(offset, upto, replica)? {
                 Lookup::Done(r) => return Ok(r),
                 Lookup::At(seg) => seg,
             };
@@ -162,6 +194,10 @@ impl PartitionLog {
             let want = ((seg.limit - seg.pos) as usize)
                 .min(max_bytes.max(1) + 2 * crate::index::INDEX_INTERVAL_BYTES as usize);
             let (data, pos) = self.read_from(&seg, offset, want).await?;
+            // Batches that begin below the bound only (the durable end is
+            // a batch boundary, and so is a high watermark: followers copy
+            // whole batches).
+            let upto = upto.min(seg.bound);
             let found = take_batches(&data, pos, offset, upto, max_bytes, seg.verified);
             let mut end_pos = pos + found.end as u64;
             let mut last = found.last;
@@ -218,23 +254,26 @@ impl PartitionLog {
 
     /// The segment a read at `offset` starts in, copied out of the log's
     /// state (no borrow is held across the reads); or the answer at once:
-    /// out of range, or nothing to read below `upto` and the high watermark.
-    fn segment_at(&self, offset: i64, upto: i64) -> Result<Lookup, StorageError> {
+    /// out of range, or nothing to read below `upto` and the bound (the
+    /// high watermark, or the durable end for a `replica` read).
+    fn segment_at(&self, offset: i64, upto: i64, replica: bool) -> Result<Lookup, StorageError> {
         let st = self.state.borrow();
-        let (hw, start) = (st.durable_offset, st.log_start);
+        let (hw, start) = (st.high_watermark(), st.log_start);
         assert!(
-            hw <= st.next_offset,
-            "high watermark {hw} past the log end {}",
+            hw <= st.durable_offset && st.durable_offset <= st.next_offset,
+            "high watermark {hw} past the durable end {} or that past the log end {}",
+            st.durable_offset,
             st.next_offset
         );
-        if offset < start || offset > hw {
+        let bound = if replica { st.durable_offset } else { hw };
+        if offset < start || offset > bound {
             return Err(StorageError::OffsetOutOfRange {
                 offset,
                 log_start: start,
-                high_watermark: hw,
+                high_watermark: bound,
             });
         }
-        if offset >= hw.min(upto) {
+        if offset >= bound.min(upto) {
             return Ok(Lookup::Done(ReadResult {
                 batches: Chunks::default(),
                 high_watermark: hw,
@@ -254,6 +293,7 @@ impl PartitionLog {
             limit: seg.durable_size(),
             end: seg.next_offset(),
             hw,
+            bound,
             log_start: start,
             base: seg.base(),
             is_last: st.segments.range(offset + 1..).next().is_none(),
@@ -389,7 +429,7 @@ impl PartitionLog {
                 .filter(|s| s.max_timestamp() >= ts)
                 .map(|s| (s.base(), s.time_index().scan_from(ts)))
                 .collect();
-            (c, st.durable_offset)
+            (c, st.high_watermark())
         };
         for (base, rel) in candidates {
             let mut offset = (base + rel as i64).max(self.log_start());
@@ -459,7 +499,7 @@ impl PartitionLog {
         st.segments
             .values()
             .filter(|s| {
-                s.max_timestamp_offset() >= 0 && s.max_timestamp_offset() < st.durable_offset
+                s.max_timestamp_offset() >= 0 && s.max_timestamp_offset() < st.high_watermark()
             })
             .max_by_key(|s| (s.max_timestamp(), -s.base()))
             .map(|s| (s.max_timestamp_offset(), s.max_timestamp()))

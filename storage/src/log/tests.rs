@@ -40,7 +40,7 @@ pub(super) fn in_log_dir<F: std::future::Future<Output = ()> + 'static>(
     let _ = std::fs::remove_dir_all(dir);
 }
 
-fn batches(count: i32, ts: i64) -> Vec<(BatchHeader, Bytes)> {
+pub(super) fn batches(count: i32, ts: i64) -> Vec<(BatchHeader, Bytes)> {
     split_produced(&Bytes::from(make_batch(count, ts, 0))).unwrap()
 }
 
@@ -121,7 +121,12 @@ fn append_flush_read_reopen() {
 }
 
 /// A batch from an idempotent producer.
-fn producer_batch(pid: i64, epoch: i16, seq: i32, count: i32) -> Vec<(BatchHeader, Bytes)> {
+pub(super) fn producer_batch(
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+    count: i32,
+) -> Vec<(BatchHeader, Bytes)> {
     let mut b = make_batch(count, 1, 0);
     b[43..51].copy_from_slice(&pid.to_be_bytes());
     b[51..53].copy_from_slice(&epoch.to_be_bytes());
@@ -622,7 +627,7 @@ fn a_direct_flush_answers_the_appenders_it_made_durable() {
 }
 
 /// A transactional batch of `count` records from producer `pid`.
-fn txn_batch(pid: i64, seq: i32, count: i32) -> Vec<(BatchHeader, Bytes)> {
+pub(super) fn txn_batch(pid: i64, seq: i32, count: i32) -> Vec<(BatchHeader, Bytes)> {
     let mut b = make_batch(count, 1000, crate::batch::ATTR_TRANSACTIONAL);
     b[43..51].copy_from_slice(&pid.to_be_bytes());
     b[51..53].copy_from_slice(&0i16.to_be_bytes());
@@ -632,7 +637,7 @@ fn txn_batch(pid: i64, seq: i32, count: i32) -> Vec<(BatchHeader, Bytes)> {
     split_produced(&Bytes::from(b)).unwrap()
 }
 
-fn marker(pid: i64, m: crate::batch::Marker) -> Vec<(BatchHeader, Bytes)> {
+pub(super) fn marker(pid: i64, m: crate::batch::Marker) -> Vec<(BatchHeader, Bytes)> {
     let b = crate::records::build_marker_batch(m, pid, 0, 0, 1000);
     vec![(BatchHeader::parse(&b).unwrap(), b)]
 }

@@ -46,8 +46,8 @@ mod staging;
 pub use cleaned::complete_swap;
 pub use direct_io::prepare_direct_io;
 pub use paths::{
-    clean_path, cleaned_path, deleted_path, index_path, log_path, remove_segment_files,
-    snapshot_path, swap_path,
+    clean_path, cleaned_path, deleted_path, index_path, log_path, remove_index_files,
+    remove_segment_files, snapshot_path, swap_path,
 };
 use staging::Staging;
 

@@ -43,6 +43,23 @@ pub fn remove_segment_files(dir: &Path, base: i64) {
     }
 }
 
+/// Removes the segment's index files and clean-stop state (not its log
+/// file), whichever exist: the segment is about to change (`truncate_to`)
+/// and they would no longer agree with it.
+pub fn remove_index_files(dir: &Path, base: i64) {
+    for p in [
+        index_path(dir, base),
+        time_index_path(dir, base),
+        clean_path(dir, base),
+    ] {
+        if let Err(e) = std::fs::remove_file(&p) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                log::warn!("removing {}: {e}", p.display());
+            }
+        }
+    }
+}
+
 /// Where the cleaner writes the new version of a segment file before it
 /// is swapped in: `path` with `.cleaned` added.
 pub fn cleaned_path(path: &Path) -> PathBuf {

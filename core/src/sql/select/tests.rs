@@ -28,6 +28,7 @@ fn catalog() -> Catalog {
             id: [1; 16],
             shards: vec![0, 1, 0, 1],
             nodes: vec![],
+            replication: vec![],
             config: Default::default(),
             schema: Some(schema),
         },

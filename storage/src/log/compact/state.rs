@@ -35,7 +35,16 @@ impl CleanerState {
         }
     }
 
-    pub(super) fn save(&self, dir: &Path) -> Result<(), StorageError> {
+    /// After a truncation to `end` (`truncate_to`): nothing at or past it
+    /// was cleaned. The new state when it changed.
+    pub(in crate::log) fn truncated_to(self, end: i64) -> Option<CleanerState> {
+        (self.first_dirty > end).then_some(CleanerState {
+            first_dirty: end,
+            ..self
+        })
+    }
+
+    pub(in crate::log) fn save(&self, dir: &Path) -> Result<(), StorageError> {
         let text = format!(
             "{} {}\n",
             self.first_dirty,

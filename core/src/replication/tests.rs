@@ -1,0 +1,115 @@
+use super::*;
+use crate::catalog::{ClusterNode, Replicas, TopicMeta};
+
+fn node(id: i32) -> ClusterNode {
+    ClusterNode {
+        id,
+        kafka_host: "127.0.0.1".into(),
+        kafka_port: 9092,
+        http: String::new(),
+        peer: String::new(),
+        rack: None,
+        shards: 1,
+        shard_port_base: None,
+        fenced: false,
+    }
+}
+
+/// Three nodes, one topic of one partition on all three, led by 1.
+fn cluster() -> Catalog {
+    let mut c = Catalog::default();
+    for id in 1..=3 {
+        c.nodes.insert(id, node(id));
+    }
+    c.topics.insert(
+        "t".into(),
+        TopicMeta {
+            name: "t".into(),
+            id: [1; 16],
+            shards: vec![0],
+            nodes: vec![1],
+            replication: vec![Replicas {
+                replicas: vec![1, 2, 3],
+                isr: vec![1, 2, 3],
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }],
+            config: Default::default(),
+            schema: None,
+        },
+    );
+    c
+}
+
+fn fence(c: &mut Catalog, id: i32, fenced: bool) {
+    c.nodes.get_mut(&id).unwrap().fenced = fenced;
+    elect_leaders(c);
+}
+
+fn state(c: &Catalog) -> (i32, Vec<i32>, i32, i32) {
+    let t = &c.topics["t"];
+    let r = &t.replication[0];
+    (t.nodes[0], r.isr.clone(), r.leader_epoch, r.partition_epoch)
+}
+
+#[test]
+fn a_fenced_leader_gives_way_to_the_next_in_sync_replica_in_a_new_epoch() {
+    let mut c = cluster();
+    fence(&mut c, 1, true);
+    assert_eq!(state(&c), (2, vec![2, 3], 1, 1));
+    // Back, it is not in sync: it leads nothing and does not rejoin by
+    // itself (its leader asks when it has caught up).
+    fence(&mut c, 1, false);
+    assert_eq!(state(&c), (2, vec![2, 3], 1, 1));
+}
+
+#[test]
+fn a_fenced_follower_leaves_the_isr_without_an_election() {
+    let mut c = cluster();
+    fence(&mut c, 3, true);
+    assert_eq!(state(&c), (1, vec![1, 2], 0, 1));
+}
+
+#[test]
+fn the_last_in_sync_replica_stays_and_leads_again_when_back() {
+    let mut c = cluster();
+    fence(&mut c, 3, true);
+    fence(&mut c, 2, true);
+    assert_eq!(state(&c), (1, vec![1], 0, 2));
+    fence(&mut c, 1, true);
+    // No unclean election: nobody leads, 1 stays the ISR.
+    assert_eq!(state(&c), (NO_LEADER, vec![1], 1, 3));
+    // 2 comes back: not in sync, still no leader.
+    fence(&mut c, 2, false);
+    assert_eq!(state(&c), (NO_LEADER, vec![1], 1, 3));
+    fence(&mut c, 1, false);
+    assert_eq!(state(&c), (1, vec![1], 2, 4));
+}
+
+#[test]
+fn isr_changes_only_from_the_leader_in_its_epochs() {
+    let mut c = cluster();
+    fence(&mut c, 3, true);
+    let change = |isr: Vec<i32>, leader: i32, le: i32, pe: i32| IsrChange {
+        topic: "t".into(),
+        topic_id: [1; 16],
+        partition: 0,
+        leader,
+        leader_epoch: le,
+        partition_epoch: pe,
+        isr,
+    };
+    // 3 is fenced: it cannot join.
+    let e = alter_isr(&mut c, &change(vec![1, 2, 3], 1, 0, 1)).unwrap_err();
+    assert!(e.contains("fenced"), "{e}");
+    fence(&mut c, 3, false);
+    // A stale partition epoch, another leader, a stale leader epoch.
+    assert!(alter_isr(&mut c, &change(vec![1, 2, 3], 1, 0, 0)).is_err());
+    assert!(alter_isr(&mut c, &change(vec![1, 2, 3], 2, 0, 1)).is_err());
+    assert!(alter_isr(&mut c, &change(vec![1, 2, 3], 1, 5, 1)).is_err());
+    // Without the leader, or with a node that holds no replica.
+    assert!(alter_isr(&mut c, &change(vec![2, 3], 1, 0, 1)).is_err());
+    assert!(alter_isr(&mut c, &change(vec![1, 4], 1, 0, 1)).is_err());
+    alter_isr(&mut c, &change(vec![3, 1, 2], 1, 0, 1)).unwrap();
+    assert_eq!(state(&c), (1, vec![1, 2, 3], 0, 2));
+}

@@ -1,0 +1,149 @@
+//! Replicated partitions on a shard: each partition kept here takes its
+//! role from every catalog installed; a leader keeps its ISR, asking the
+//! quorum to change it (Kafka's AlterPartition); a follower is fed by the
+//! replica fetcher (`net`'s `replica_fetcher`), which asks what to fetch
+//! (`followed`) and hands each answer to `Partition::append_from_leader`.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use futures::channel::oneshot;
+
+use crate::catalog::Catalog;
+use crate::cluster::types::{Applied, Command, IsrChange};
+use crate::config::Broker;
+use crate::partition::Partition;
+use crate::replication::leader::Role;
+use crate::topic_partition::TopicPartition;
+
+use super::Shard;
+
+/// A partition this shard follows: where its leader is and what to ask.
+#[derive(Clone)]
+pub struct Followed {
+    pub partition: Rc<Partition>,
+    pub topic_id: [u8; 16],
+    /// The leader's node, and the broker to fetch from (the node, or its
+    /// shard with `--shard-ports`).
+    pub leader: i32,
+    pub broker: Broker,
+    pub epoch: i32,
+}
+
+impl Shard {
+    /// Gives every partition kept here the role `cat` says (after the
+    /// partitions are opened or dropped), and wakes the replica fetcher.
+    pub(crate) fn take_roles(&self, cat: &Catalog) {
+        let me = self.config.node_id;
+        let parts: Vec<(TopicPartition, Rc<Partition>)> = self
+            .partitions
+            .borrow()
+            .iter()
+            .map(|(tp, p)| (tp.clone(), p.clone()))
+            .collect();
+        for (tp, part) in parts {
+            let Some(t) = cat.topic(tp.topic()) else {
+                continue;
+            };
+            let role = Role::from_catalog(t, tp.partition, me);
+            if let Err(e) = part.set_role(role) {
+                log::error!("{}-{}: taking its new role: {e}", tp.topic(), tp.partition);
+            }
+        }
+        for w in self.catalog_watchers.borrow_mut().drain(..) {
+            let _ = w.send(());
+        }
+    }
+
+    /// A receiver woken when the next catalog is installed here.
+    pub fn catalog_changed(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        let mut w = self.catalog_watchers.borrow_mut();
+        w.retain(|w| !w.is_canceled());
+        w.push(tx);
+        rx
+    }
+
+    /// The partitions this shard follows, each with its leader's broker.
+    pub fn followed(&self) -> Vec<Followed> {
+        let cat = self.catalog();
+        let parts = self.owned_partitions();
+        parts
+            .into_iter()
+            .filter_map(|p| {
+                let Role::Follower { leader, epoch } = *p.role.borrow() else {
+                    return None;
+                };
+                let t = cat.topic(&p.topic)?;
+                let (_, shard) = t.place(p.index)?;
+                let broker = cat.nodes.get(&leader)?.broker_of(shard);
+                Some(Followed {
+                    topic_id: t.id,
+                    partition: p,
+                    leader,
+                    broker,
+                    epoch,
+                })
+            })
+            .collect()
+    }
+
+    /// Each leader here looks at its followers: one behind longer than
+    /// `replica.lag.time.max.ms` is dropped from the ISR, one caught up
+    /// is added, each change asked of the quorum (one at a time per
+    /// partition; a refused one is asked again at the next look).
+    pub fn maintain_isrs(self: &Rc<Self>) {
+        let Some(control) = self.cluster.clone() else {
+            return;
+        };
+        let cat = self.catalog();
+        let lag = self.config.replica_lag_time_max;
+        let now = Instant::now();
+        for part in self.owned_partitions() {
+            let change = {
+                let mut role = part.role.borrow_mut();
+                let Role::Leader(l) = &mut *role else {
+                    continue;
+                };
+                let Some(isr) = l.wanted_isr(part.log.high_watermark(), lag, now) else {
+                    continue;
+                };
+                let Some(t) = cat.topic(&part.topic) else {
+                    continue;
+                };
+                log::info!(
+                    "{}-{}: asking for in-sync replicas {isr:?} (now {:?})",
+                    part.topic,
+                    part.index,
+                    l.isr
+                );
+                l.altering = Some(isr.clone());
+                IsrChange {
+                    topic: part.topic.clone(),
+                    topic_id: t.id,
+                    partition: part.index,
+                    leader: l.me,
+                    leader_epoch: l.epoch,
+                    partition_epoch: l.partition_epoch,
+                    isr,
+                }
+            };
+            let control = control.clone();
+            let epoch = change.leader_epoch;
+            glommio::spawn_local(async move {
+                let why = match control.propose(Command::AlterIsr(change)).await {
+                    Ok(Applied::Refused(why)) => why,
+                    Err(e) => e.to_string(),
+                    Ok(_) => return,
+                };
+                log::warn!("{}-{}: ISR change refused: {why}", part.topic, part.index);
+                if let Role::Leader(l) = &mut *part.role.borrow_mut() {
+                    if l.epoch == epoch {
+                        l.altering = None;
+                    }
+                }
+            })
+            .detach();
+        }
+    }
+}

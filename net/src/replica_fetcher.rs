@@ -1,0 +1,442 @@
+//! The replica fetcher: on each shard, the partitions it follows fetched
+//! from their leaders with Kafka's own replication protocol, as a Kafka
+//! broker's follower does: one session per leader broker (the node, or
+//! its shard with `--shard-ports`), each a connection to the leader's
+//! Kafka port carrying one Fetch at a time for all the partitions this
+//! shard follows from it (`replica_id` set to this node).
+//!
+//! A partition entering a new leader epoch is first reconciled with its
+//! leader by OffsetForLeaderEpoch (KIP-101, KIP-279): the follower asks
+//! where its latest epoch ends on the leader and truncates what the
+//! leader's log does not have, never below the high watermark. Then each
+//! fetch answer is appended as the leader stored it and made durable here
+//! before the next fetch tells the leader its new end: the leader counts
+//! a record toward the high watermark only once a follower has it on disk.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::ToSocketAddrs;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::{join_all, select, Either};
+use futures::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use weir_core::config::Broker;
+use weir_core::shard::Followed;
+use weir_core::{ErrorCode, Shard};
+
+/// Fetch v12: the last version naming the replica in `replica_id` and
+/// topics by name.
+const FETCH_VERSION: i16 = 12;
+const EPOCH_VERSION: i16 = 4;
+/// How long a leader holds a fetch that finds nothing new.
+const MAX_WAIT: Duration = Duration::from_millis(500);
+/// Bytes asked per partition and per fetch.
+const PARTITION_MAX_BYTES: i32 = 1 << 20;
+const FETCH_MAX_BYTES: i32 = 16 << 20;
+/// The largest answer frame taken from a leader.
+const MAX_FRAME: usize = 64 << 20;
+/// A call not answered within this is abandoned and its connection
+/// dropped.
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// Pause after a failed connection or call before the next attempt.
+const BACKOFF: Duration = Duration::from_millis(100);
+
+/// Runs on a shard of a cluster node for the node's life: keeps one
+/// session per leader this shard follows partitions from, each given the
+/// current list at every catalog installed.
+pub async fn run(shard: Rc<Shard>) {
+    type Session = (
+        Rc<std::cell::RefCell<Vec<Followed>>>,
+        glommio::task::JoinHandle<()>,
+    );
+    let mut sessions: HashMap<(i32, String, u16), Session> = HashMap::new();
+    while !shard.is_stopping() {
+        let changed = shard.catalog_changed();
+        let mut wanted: BTreeMap<(i32, String, u16), Vec<Followed>> = BTreeMap::new();
+        for f in shard.followed() {
+            let key = (f.broker.id, f.broker.host.clone(), f.broker.port);
+            wanted.entry(key).or_default().push(f);
+        }
+        sessions.retain(|key, (_, task)| {
+            let keep = wanted.contains_key(key);
+            if !keep {
+                task.cancel();
+            }
+            keep
+        });
+        for (key, list) in wanted {
+            match sessions.get(&key) {
+                Some((parts, _)) => *parts.borrow_mut() = list,
+                None => {
+                    let broker = list[0].broker.clone();
+                    let parts = Rc::new(std::cell::RefCell::new(list));
+                    let task = glommio::spawn_local(session(shard.clone(), broker, parts.clone()))
+                        .detach();
+                    sessions.insert(key, (parts, task));
+                }
+            }
+        }
+        // A catalog, or a look every second (a stop, a missed wake-up).
+        let tick = Box::pin(glommio::timer::sleep(Duration::from_secs(1)));
+        let _ = select(changed, tick).await;
+    }
+    for (_, (_, task)) in sessions {
+        task.cancel();
+    }
+}
+
+/// Fetches `parts` from `leader` until cancelled: connects (again after
+/// any failure), reconciles partitions new to an epoch, then fetches.
+async fn session(shard: Rc<Shard>, leader: Broker, parts: Rc<std::cell::RefCell<Vec<Followed>>>) {
+    // The epoch each partition was last reconciled in.
+    let mut reconciled: HashMap<(String, i32), i32> = HashMap::new();
+    let me = shard.config.node_id;
+    while !shard.is_stopping() {
+        let mut conn = match Conn::open(&leader).await {
+            Ok(c) => c,
+            Err(e) => {
+                log::debug!("replica fetcher: connecting to broker {}: {e}", leader.id);
+                glommio::timer::sleep(BACKOFF).await;
+                continue;
+            }
+        };
+        loop {
+            if shard.is_stopping() {
+                return;
+            }
+            let list = parts.borrow().clone();
+            let pending: Vec<&Followed> = list
+                .iter()
+                .filter(|f| reconciled.get(&key(f)) != Some(&f.epoch))
+                .collect();
+            if !pending.is_empty() {
+                if let Err(e) = reconcile(&mut conn, me, &pending, &mut reconciled).await {
+                    log::warn!(
+                        "replica fetcher: reconciling with broker {}: {e}",
+                        leader.id
+                    );
+                    break;
+                }
+            }
+            let ready: Vec<&Followed> = list
+                .iter()
+                .filter(|f| reconciled.get(&key(f)) == Some(&f.epoch))
+                .collect();
+            if ready.is_empty() {
+                glommio::timer::sleep(BACKOFF).await;
+                continue;
+            }
+            if let Err(e) = fetch_once(&mut conn, me, &ready, &mut reconciled).await {
+                log::warn!("replica fetcher: fetching from broker {}: {e}", leader.id);
+                break;
+            }
+        }
+        glommio::timer::sleep(BACKOFF).await;
+    }
+}
+
+fn key(f: &Followed) -> (String, i32) {
+    (f.partition.topic.clone(), f.partition.index)
+}
+
+/// KIP-279's truncation: asks the leader where each partition's latest
+/// local epoch ends; a partition whose log goes further than the leader's
+/// in that epoch is truncated there; one that does not know the epoch
+/// the leader answers with is truncated to its own end of that epoch and
+/// asked again next round. A partition with no epoch yet (an empty log)
+/// has nothing to reconcile.
+async fn reconcile(
+    conn: &mut Conn,
+    me: i32,
+    pending: &[&Followed],
+    reconciled: &mut HashMap<(String, i32), i32>,
+) -> Result<(), String> {
+    let mut asked = Vec::new();
+    for f in pending {
+        match f.partition.log.latest_epoch() {
+            None => {
+                reconciled.insert(key(f), f.epoch);
+            }
+            Some(epoch) => asked.push((*f, epoch)),
+        }
+    }
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let mut topics: BTreeMap<String, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
+    for (f, epoch) in &asked {
+        topics.entry(f.partition.topic.clone()).or_default().push(
+            OffsetForLeaderPartition::default()
+                .with_partition(f.partition.index)
+                .with_current_leader_epoch(f.epoch)
+                .with_leader_epoch(*epoch),
+        );
+    }
+    let req = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(me))
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(t, parts)| {
+                    OffsetForLeaderTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(t)))
+                        .with_partitions(parts)
+                })
+                .collect(),
+        );
+    let resp: OffsetForLeaderEpochResponse = conn
+        .call(ApiKey::OffsetForLeaderEpoch, EPOCH_VERSION, &req)
+        .await?;
+    let mut answers: HashMap<(String, i32), (i16, i32, i64)> = HashMap::new();
+    for t in resp.topics {
+        for p in t.partitions {
+            answers.insert(
+                (t.topic.0.to_string(), p.partition),
+                (p.error_code, p.leader_epoch, p.end_offset),
+            );
+        }
+    }
+    for (f, _) in asked {
+        let Some(&(code, leader_epoch, leader_end)) = answers.get(&key(f)) else {
+            continue;
+        };
+        if code != 0 {
+            log::debug!(
+                "{}-{}: OffsetForLeaderEpoch answered error {code}",
+                f.partition.topic,
+                f.partition.index
+            );
+            continue;
+        }
+        let log = &f.partition.log;
+        let end = log.log_end();
+        let (cut, done) = if leader_epoch < 0 {
+            // The leader has no such epoch or older: nothing above the
+            // high watermark is known to be in its log.
+            (log.high_watermark(), true)
+        } else {
+            let (mine, my_end) = log.end_offset_for(leader_epoch);
+            match mine == leader_epoch {
+                true => (leader_end.min(end), true),
+                false => (my_end.min(end), false),
+            }
+        };
+        let hw = log.high_watermark();
+        if cut < hw {
+            // Every in-sync replica holds the log below the high
+            // watermark, the new leader among them: this is a bug.
+            log::error!(
+                "{}-{}: the leader's log ends at {cut} in epoch {leader_epoch}, below this follower's high watermark {hw}; keeping the log to {hw}",
+                f.partition.topic,
+                f.partition.index
+            );
+        }
+        let cut = cut.max(hw);
+        if cut < end {
+            f.partition
+                .truncate_to(cut)
+                .await
+                .map_err(|e| format!("truncating: {e}"))?;
+        }
+        if done {
+            reconciled.insert(key(f), f.epoch);
+        }
+    }
+    Ok(())
+}
+
+/// One fetch of every ready partition; each answer appended and made
+/// durable before the next fetch. A partition answered with an epoch or
+/// leadership error waits for the next catalog; out of range, it is
+/// reconciled again.
+async fn fetch_once(
+    conn: &mut Conn,
+    me: i32,
+    ready: &[&Followed],
+    reconciled: &mut HashMap<(String, i32), i32>,
+) -> Result<(), String> {
+    let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+    for f in ready {
+        let log = &f.partition.log;
+        topics.entry(f.partition.topic.clone()).or_default().push(
+            FetchPartition::default()
+                .with_partition(f.partition.index)
+                .with_current_leader_epoch(f.epoch)
+                .with_fetch_offset(log.log_end())
+                .with_log_start_offset(log.log_start())
+                .with_partition_max_bytes(PARTITION_MAX_BYTES),
+        );
+    }
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(me))
+        .with_max_wait_ms(MAX_WAIT.as_millis() as i32)
+        .with_min_bytes(1)
+        .with_max_bytes(FETCH_MAX_BYTES)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(t, parts)| {
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(t)))
+                        .with_partitions(parts)
+                })
+                .collect(),
+        );
+    let resp: FetchResponse = conn.call(ApiKey::Fetch, FETCH_VERSION, &req).await?;
+    if resp.error_code != 0 {
+        return Err(format!(
+            "the leader refused the fetch: error {}",
+            resp.error_code
+        ));
+    }
+    let by_key: HashMap<(String, i32), &Followed> = ready.iter().map(|f| (key(f), *f)).collect();
+    let mut appends = Vec::new();
+    let mut waits = false;
+    for t in resp.responses {
+        let topic = t.topic.0.to_string();
+        for p in t.partitions {
+            let Some(f) = by_key.get(&(topic.clone(), p.partition_index)) else {
+                continue;
+            };
+            match p.error_code {
+                0 => {
+                    let records = p.records.unwrap_or_default();
+                    let part = f.partition.clone();
+                    appends.push(async move {
+                        let r = part
+                            .append_from_leader(&records, p.high_watermark, p.log_start_offset)
+                            .await;
+                        (part, r)
+                    });
+                }
+                c if c == ErrorCode::OffsetOutOfRange.code() => {
+                    log::warn!(
+                        "{topic}-{}: offset {} is out of the leader's range; reconciling again",
+                        p.partition_index,
+                        f.partition.log.log_end()
+                    );
+                    reconciled.remove(&key(f));
+                }
+                c => {
+                    log::debug!(
+                        "{topic}-{}: the leader answered error {c}",
+                        p.partition_index
+                    );
+                    waits = true;
+                }
+            }
+        }
+    }
+    for (part, r) in join_all(appends).await {
+        if let Err(e) = r {
+            log::warn!(
+                "{}-{}: copying from the leader: {e}",
+                part.topic,
+                part.index
+            );
+            waits = true;
+        }
+    }
+    if waits {
+        // Leadership or epochs moved: the catalog saying so is on its way.
+        glommio::timer::sleep(BACKOFF).await;
+    }
+    Ok(())
+}
+
+/// A client connection to a leader's Kafka port: one call at a time.
+struct Conn {
+    stream: TcpStream,
+    next_id: i32,
+}
+
+impl Conn {
+    async fn open(broker: &Broker) -> Result<Conn, String> {
+        let addr = (broker.host.as_str(), broker.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("resolving {}:{}: {e}", broker.host, broker.port))?
+            .next()
+            .ok_or_else(|| format!("{}:{} resolves to nothing", broker.host, broker.port))?;
+        let stream = TcpStream::connect_timeout(addr, Duration::from_secs(3))
+            .await
+            .map_err(|e| format!("connecting to {addr}: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        Ok(Conn { stream, next_id: 0 })
+    }
+
+    /// Sends one request and reads its answer, within `CALL_TIMEOUT`.
+    async fn call<Q: Encodable, A: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        req: &Q,
+    ) -> Result<A, String> {
+        self.next_id = self.next_id.wrapping_add(1);
+        let id = self.next_id;
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&[0; 4]);
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(id)
+            .with_client_id(Some(StrBytes::from_static_str("weir-replica-fetcher")))
+            .encode(&mut buf, key.request_header_version(version))
+            .map_err(|e| format!("encoding a {key:?} header: {e}"))?;
+        req.encode(&mut buf, version)
+            .map_err(|e| format!("encoding {key:?}: {e}"))?;
+        let len = (buf.len() - 4) as u32;
+        buf[..4].copy_from_slice(&len.to_be_bytes());
+        let exchange = async {
+            self.stream
+                .write_all(&buf)
+                .await
+                .map_err(|e| format!("sending {key:?}: {e}"))?;
+            let mut len = [0u8; 4];
+            self.stream
+                .read_exact(&mut len)
+                .await
+                .map_err(|e| format!("reading {key:?}'s answer: {e}"))?;
+            let len = u32::from_be_bytes(len) as usize;
+            if len > MAX_FRAME {
+                return Err(format!(
+                    "a {len}-byte answer is over the {MAX_FRAME}-byte bound"
+                ));
+            }
+            let mut frame = vec![0u8; len];
+            self.stream
+                .read_exact(&mut frame)
+                .await
+                .map_err(|e| format!("reading {key:?}'s answer: {e}"))?;
+            Ok::<Bytes, String>(Bytes::from(frame))
+        };
+        let timer = Box::pin(glommio::timer::sleep(CALL_TIMEOUT));
+        let mut frame = match select(Box::pin(exchange), timer).await {
+            Either::Left((r, _)) => r?,
+            Either::Right(_) => {
+                return Err(format!("{key:?} not answered within {CALL_TIMEOUT:?}"))
+            }
+        };
+        let header = ResponseHeader::decode(&mut frame, key.response_header_version(version))
+            .map_err(|e| format!("decoding {key:?}'s answer header: {e}"))?;
+        if header.correlation_id != id {
+            return Err(format!(
+                "answer {} to request {id}: the connection is out of step",
+                header.correlation_id
+            ));
+        }
+        A::decode(&mut frame, version).map_err(|e| format!("decoding {key:?}'s answer: {e}"))
+    }
+}

@@ -1,0 +1,206 @@
+"""Replicated partitions on three real nodes (loopback, unpinned), Kafka's
+protocol between them: followers fetch from leaders, acks=all waits for
+the in-sync replicas, a leader's death elects another from the ISR in a
+new epoch. Live clients run across each fault; a checker then reads every
+partition back and compares it with what was acknowledged."""
+import threading
+import time
+
+import pytest
+import requests
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster import Cluster
+from conftest import consume_all
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    # The default session timeout (1.5 s): a failover as users get it.
+    c = Cluster(tmp_path, session_ms=1500).start()
+    yield c
+    c.stop()
+
+
+def create_replicated(node, topic, partitions=6, rf=3, **config):
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    f = admin.create_topics([NewTopic(topic, partitions, rf, config=config)])[topic]
+    f.result(30)
+
+
+def partitions(cluster, node, topic):
+    """Each partition as `node` tells it: (leader, replicas, isr)."""
+    md = cluster.metadata(node, topic)
+    return {p.id: (p.leader, sorted(p.replicas), sorted(p.isrs))
+            for p in md.topics[topic].partitions.values()}
+
+
+def await_partitions(cluster, topic, check, timeout=30, among=None):
+    """Waits until every node of `among` tells partitions that pass
+    `check`; answers the last view."""
+    deadline = time.time() + timeout
+    seen = None
+    while time.time() < deadline:
+        seen = []
+        for n in among or cluster.nodes:
+            try:
+                seen.append(partitions(cluster, n, topic))
+            except KafkaException as e:
+                seen.append(str(e))
+        if all(isinstance(s, dict) and check(s) for s in seen):
+            return seen[0]
+        time.sleep(0.05)
+    raise AssertionError(f"partitions seen: {seen}")
+
+
+def log_ends(node, topic):
+    """Each partition's log end on `node` (its own copy, leader or not),
+    from its /metrics."""
+    text = requests.get(f"http://127.0.0.1:{node.http_port}/metrics", timeout=10).text
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("weir_partition_log_end_offset{") and f'topic="{topic}"' in line:
+            part = int(line.split('partition="')[1].split('"')[0])
+            out[part] = int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+class LiveProducer:
+    """An idempotent acks=all producer on a thread of its own until
+    stopped, keeping each acknowledged record's partition and offset, and
+    the times acknowledgements arrived."""
+
+    def __init__(self, bootstrap, topic, **conf):
+        self.acked, self.failed, self.ack_times = {}, [], []
+        self.stopping = threading.Event()
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 2, **conf})
+        self.thread = threading.Thread(target=self.run, args=(topic,), daemon=True)
+        self.thread.start()
+
+    def run(self, topic):
+        i = 0
+        while not self.stopping.is_set():
+            self.producer.produce(topic, value=f"live-{i}", on_delivery=self.done)
+            self.producer.poll(0.002)
+            i += 1
+
+    def done(self, err, msg):
+        if err:
+            self.failed.append(err)
+        else:
+            self.acked[msg.value().decode()] = (msg.partition(), msg.offset())
+            self.ack_times.append(time.time())
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(10)
+        assert self.producer.flush(60) == 0
+        return self.acked
+
+
+def check_every_acknowledged_record(bootstrap, topic, partitions, acked):
+    """The checker: every acknowledged record is in the log exactly once,
+    at the offset it was acknowledged at."""
+    read = consume_all(bootstrap, topic, partitions, timeout=60)
+    at = {}
+    for m in read:
+        v = m.value().decode()
+        assert v not in at, f"{v} read twice: at {at[v]} and {(m.partition(), m.offset())}"
+        at[v] = (m.partition(), m.offset())
+    lost = [v for v in acked if v not in at]
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
+    moved = [(v, acked[v], at[v]) for v in acked if acked[v] != at[v]]
+    assert not moved, f"records read elsewhere than acknowledged: {moved[:5]}"
+    return read
+
+
+def test_a_replicated_topic_copies_every_record_to_every_replica(cluster):
+    create_replicated(cluster.node(1), "copied", partitions=6, rf=3)
+    view = await_partitions(cluster, "copied", lambda s: len(s) == 6)
+    for leader, replicas, isr in view.values():
+        assert replicas == [1, 2, 3] and isr == [1, 2, 3] and leader in replicas
+    # Leaders are spread: each node leads two.
+    assert sorted(leader for leader, _, _ in view.values()) == [1, 1, 2, 2, 3, 3]
+    p = Producer({"bootstrap.servers": cluster.node(2).bootstrap, "acks": "all"})
+    acked = {}
+
+    def done(err, msg):
+        assert err is None, err
+        acked[msg.value().decode()] = (msg.partition(), msg.offset())
+
+    for i in range(600):
+        p.produce("copied", value=f"v{i}", on_delivery=done)
+        p.poll(0)
+    assert p.flush(30) == 0 and len(acked) == 600
+    ends = {}
+    for part in range(6):
+        ends[part] = 1 + max(o for (pp, o) in acked.values() if pp == part)
+    # Every replica's own log reaches what was acknowledged (acks=all: all
+    # three were in sync).
+    for n in cluster.nodes:
+        deadline = time.time() + 10
+        while (seen := log_ends(n, "copied")) != ends:
+            assert time.time() < deadline, f"node {n.bootstrap} holds {seen}, not {ends}"
+            time.sleep(0.05)
+    check_every_acknowledged_record(cluster.node(3).bootstrap, "copied", 6, acked)
+
+
+def test_a_killed_leader_is_replaced_from_the_isr_and_nothing_acknowledged_is_lost(cluster):
+    create_replicated(cluster.node(1), "failover", partitions=3, rf=3)
+    await_partitions(cluster, "failover", lambda s: len(s) == 3)
+    controller = cluster.await_brokers(3)
+    # A leader that is not the controller, so its death is noticed by the
+    # controller's session timeout alone.
+    view = partitions(cluster, cluster.node(1), "failover")
+    victim = next(leader for leader, _, _ in view.values() if leader != controller)
+    led = [p for p, (leader, _, _) in view.items() if leader == victim]
+    rest = [n for n in cluster.nodes if n is not cluster.node(victim)]
+    live = LiveProducer(rest[0].bootstrap, "failover")
+    while len(live.acked) < 200:
+        time.sleep(0.01)
+    killed_at = time.time()
+    cluster.node(victim).kill()
+    # A new leader from the ISR for each partition it led, in a new epoch.
+    after = await_partitions(
+        cluster, "failover",
+        lambda s: all(s[p][0] not in (victim, -1) and victim not in s[p][2] for p in led),
+        among=rest)
+    while not [t for t in live.ack_times if t > killed_at + 0.05]:
+        assert time.time() < killed_at + 30, "no acknowledgement since the kill"
+        time.sleep(0.01)
+    resumed = min(t for t in live.ack_times if t > killed_at + 0.05) - killed_at
+    print(f"acks=all resumed {resumed:.2f} s after the leader's kill -9")
+    time.sleep(0.5)
+    acked = live.stop()
+    assert live.failed == []
+    check_every_acknowledged_record(rest[1].bootstrap, "failover", 3, acked)
+    # Back, the killed node catches up and rejoins every ISR.
+    cluster.node(victim).start()
+    await_partitions(cluster, "failover", lambda s: all(isr == [1, 2, 3] for _, _, isr in s.values()))
+    assert all(after[p][0] != victim for p in led)
+
+
+def test_acks_all_needs_min_insync_replicas_and_acks_1_does_not(cluster):
+    create_replicated(cluster.node(1), "strict", partitions=1, rf=3, **{"min.insync.replicas": "3"})
+    view = await_partitions(cluster, "strict", lambda s: len(s) == 1)
+    leader = view[0][0]
+    controller = cluster.await_brokers(3)
+    gone = next(n for n in (1, 2, 3) if n not in (leader, controller))
+    cluster.node(gone).kill()
+    # Fenced, it leaves the ISR: two in sync, fewer than 3.
+    await_partitions(cluster, "strict", lambda s: s[0][2] == sorted({1, 2, 3} - {gone}),
+                     among=[cluster.node(leader)])
+    outcome = {}
+
+    def send(acks):
+        p = Producer({"bootstrap.servers": cluster.node(leader).bootstrap, "acks": acks,
+                      "message.timeout.ms": 3000, "retries": 0})
+        p.produce("strict", value=acks.encode(), on_delivery=lambda err, msg: outcome.update({acks: err}))
+        p.flush(15)
+
+    send("all")
+    assert outcome["all"] is not None and outcome["all"].code() == 19, outcome  # NOT_ENOUGH_REPLICAS
+    send("1")
+    assert outcome["1"] is None, outcome
