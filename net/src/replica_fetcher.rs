@@ -102,8 +102,9 @@ async fn session(shard: Rc<Shard>, leader: Broker, parts: Rc<std::cell::RefCell<
     // The epoch each partition was last reconciled in.
     let mut reconciled: HashMap<(String, i32), i32> = HashMap::new();
     let me = shard.config.node_id;
+    let from = shard.cluster.as_ref().and_then(|c| c.source_addr());
     while !shard.is_stopping() {
-        let mut conn = match Conn::open(&leader).await {
+        let mut conn = match Conn::open(&leader, from).await {
             Ok(c) => c,
             Err(e) => {
                 log::debug!("replica fetcher: connecting to broker {}: {e}", leader.id);
@@ -364,13 +365,15 @@ struct Conn {
 }
 
 impl Conn {
-    async fn open(broker: &Broker) -> Result<Conn, String> {
+    /// Connects to `broker`'s Kafka port from `from` (the node's own
+    /// address, as its other calls to the nodes leave).
+    async fn open(broker: &Broker, from: Option<std::net::SocketAddr>) -> Result<Conn, String> {
         let addr = (broker.host.as_str(), broker.port)
             .to_socket_addrs()
             .map_err(|e| format!("resolving {}:{}: {e}", broker.host, broker.port))?
             .next()
             .ok_or_else(|| format!("{}:{} resolves to nothing", broker.host, broker.port))?;
-        let stream = TcpStream::connect_timeout(addr, Duration::from_secs(3))
+        let stream = TcpStream::connect_timeout_from(from, addr, Duration::from_secs(3))
             .await
             .map_err(|e| format!("connecting to {addr}: {e}"))?;
         let _ = stream.set_nodelay(true);

@@ -130,6 +130,14 @@ struct Inner {
 }
 
 impl Control {
+    /// Where this node's calls to the other nodes leave from (port 0:
+    /// any): its peer address, unless it listens on every address. The
+    /// replica fetcher's connections leave from it too.
+    pub fn source_addr(&self) -> Option<std::net::SocketAddr> {
+        let ip = self.inner.config.peer_addr.ip();
+        (!ip.is_unspecified()).then(|| std::net::SocketAddr::new(ip, 0))
+    }
+
     pub fn node_id(&self) -> i32 {
         self.inner.id as i32
     }

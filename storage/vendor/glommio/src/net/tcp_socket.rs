@@ -461,7 +461,27 @@ impl TcpStream {
         }
 
         let addr = addr.to_socket_addrs()?.next().unwrap();
+        Self::connect_timeout_from(None, addr, duration).await
+    }
+
+    /// WEIR PATCH: `connect_timeout` from a chosen local address (`from`,
+    /// its port 0 for any), so a node's calls leave from its own address.
+    pub async fn connect_timeout_from(
+        from: Option<SocketAddr>,
+        addr: SocketAddr,
+        duration: Duration,
+    ) -> Result<TcpStream> {
+        if duration.as_secs() == 0 && duration.subsec_nanos() == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot set a 0 duration timeout",
+            )
+            .into());
+        }
         let socket = make_tcp_socket(&addr)?;
+        if let Some(from) = from {
+            socket.bind(&from.into())?;
+        }
         let reactor = crate::executor().reactor();
         let source =
             reactor.connect_timeout(socket.as_raw_fd(), SockaddrStorage::from(addr), duration);
