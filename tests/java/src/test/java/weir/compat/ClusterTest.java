@@ -203,4 +203,42 @@ class ClusterTest {
         }
         assertEquals(sent, read);
     }
+
+    @Test
+    void aReplicatedTopicIsDescribedWithItsReplicasAndTakesAcksAll() throws Exception {
+        try (Admin admin = Admin.create(nodes.get(0).props())) {
+            admin.createTopics(List.of(new NewTopic("java-replicated", 3, (short) 3))).all().get();
+            Wait.until(() -> {
+                try {
+                    var d = admin.describeTopics(List.of("java-replicated")).allTopicNames().get()
+                            .get("java-replicated");
+                    return d.partitions().stream().allMatch(p -> p.replicas().size() == 3
+                            && p.isr().size() == 3 && p.leader() != null);
+                } catch (Exception e) {
+                    return false;
+                }
+            }, Duration.ofSeconds(30), "three replicas, all in sync, for each partition");
+        }
+        var pp = nodes.get(2).props("acks", "all", "enable.idempotence", "true");
+        pp.put("key.serializer", StringSerializer.class.getName());
+        pp.put("value.serializer", StringSerializer.class.getName());
+        Set<String> sent = new HashSet<>();
+        try (var producer = new KafkaProducer<String, String>(pp)) {
+            for (int i = 0; i < 300; i++) {
+                String v = "r" + i;
+                producer.send(new ProducerRecord<>("java-replicated", v, v)).get();
+                sent.add(v);
+            }
+        }
+        var cp = nodes.get(1).props("group.id", "java-replicated-readers", "auto.offset.reset", "earliest");
+        cp.put("key.deserializer", StringDeserializer.class.getName());
+        cp.put("value.deserializer", StringDeserializer.class.getName());
+        Set<String> read = new HashSet<>();
+        try (var consumer = new KafkaConsumer<String, String>(cp)) {
+            consumer.subscribe(List.of("java-replicated"));
+            Wait.polling(List.of(consumer), () -> read.size() == sent.size(), "every record read",
+                    r -> read.add(r.value()));
+        }
+        assertEquals(sent, read);
+    }
 }
