@@ -562,10 +562,8 @@ def test_with_shard_ports_each_nodes_shards_are_brokers(tmp_path):
     c = Cluster(tmp_path)
     bases = {}
     for i, n in enumerate(c.nodes):
-        base = free_port_range(2)
-        while any(abs(base - b) < 2 for b in bases.values()) or base in c.ports() or base + 1 in c.ports():
-            base = free_port_range(2)
-        bases[i + 1] = base
+        taken = set(c.ports()) | {b + s for b in bases.values() for s in range(2)}
+        bases[i + 1] = base = free_port_range(2, avoid=taken)
         n.cores = 2
         n.extra = [*n.extra, "--shard-ports", str(base)]
     c.start(brokers=6)

@@ -13,13 +13,16 @@ from rawkafka import (connect, metadata_v0_brokers, parse_produce_v3_response, p
                       record_batch, request)
 
 
-def free_port_range(n):
-    """A base port with n free ports after it (each checked by binding)."""
+def free_port_range(n, avoid=()):
+    """A base port with n free ports after it (each checked by binding),
+    none of them in `avoid`. Bases are drawn at random from the ephemeral
+    range: asking the kernel for port 0 again and again may hand back the
+    same port (one just freed), and a loop waiting for another would never
+    end."""
+    import random
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
+        base = random.randint(20000, 60000 - n)
+        if any(p in avoid for p in range(base, base + n)):
             continue
         socks = []
         try:
