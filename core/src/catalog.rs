@@ -444,6 +444,17 @@ pub struct Catalog {
 /// Group slots of a cluster (Kafka's `offsets.topic.num.partitions`).
 pub const GROUP_SLOTS: usize = 50;
 
+/// A cluster's replicated group logs (Kafka's `__consumer_offsets`, with
+/// weir's own records): partition `s` holds the groups' offsets and the
+/// transactional ids of slot `s`, and its leader coordinates them. Made
+/// at the first FindCoordinator; clients cannot write or delete it.
+pub const GROUPS_TOPIC: &str = "__weir_groups";
+
+/// The group slot of a group or transactional id.
+pub fn group_slot(key: &str) -> usize {
+    (stable_hash(key) % GROUP_SLOTS as u64) as usize
+}
+
 /// One node of a cluster, as it registered with the controller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterNode {

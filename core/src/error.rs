@@ -15,6 +15,7 @@ pub enum ErrorCode {
     RequestTimedOut = 7,
     MessageTooLarge = 10,
     OffsetMetadataTooLarge = 12,
+    CoordinatorLoadInProgress = 14,
     CoordinatorNotAvailable = 15,
     NotCoordinator = 16,
     InvalidTopicException = 17,

@@ -356,3 +356,71 @@ def test_faults_one_after_another_lose_nothing_acknowledged(tmp_path):
             if n.proc and n.proc.poll() is None:
                 resume(n)
         cluster.stop()
+
+
+def test_a_coordinators_death_moves_its_groups_and_transactions_with_their_state(cluster):
+    """Group and transaction coordinators fail over: their state lives in
+    the replicated groups topic, whose partition leaders coordinate. The
+    node coordinating a group (and a transactional id) is killed; a member
+    of another node finds the new coordinator, which has the group's
+    committed offsets, and the transactional id's next producer fences the
+    old epoch and commits."""
+    from confluent_kafka import Consumer, TopicPartition
+    create_replicated(cluster.node(1), "work", partitions=3, rf=3)
+    await_partitions(cluster, "work", lambda s: len(s) == 3)
+    everyone = ",".join(n.bootstrap for n in cluster.nodes)
+    p = Producer({"bootstrap.servers": everyone, "acks": "all"})
+    for i in range(300):
+        p.produce("work", value=f"w{i}", partition=i % 3)
+    assert p.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": everyone})
+    c = Consumer({"bootstrap.servers": everyone, "group.id": "survivors",
+                  "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("work", part, 10 + part) for part in range(3)], asynchronous=False)
+    c.close()
+    coordinator = admin.describe_consumer_groups(["survivors"])["survivors"].result(10).coordinator.id
+    # A transactional id coordinated by the same node, mid-life.
+    tid = next(f"tx-{i}" for i in range(1000)
+               if admin.describe_consumer_groups([f"tx-{i}"])[f"tx-{i}"].result(10).coordinator.id == coordinator)
+    old = Producer({"bootstrap.servers": everyone, "transactional.id": tid})
+    old.init_transactions(15)
+    old.begin_transaction()
+    old.produce("work", value=b"committed-before", partition=0)
+    old.commit_transaction(15)
+    # Every slot's partition in sync before the kill (no acknowledged
+    # group write is on one replica only).
+    await_partitions(cluster, "__weir_groups", lambda s: all(isr == [1, 2, 3] for _, _, isr in s.values()))
+    killed_at = time.time()
+    cluster.node(coordinator).kill()
+    rest = [n for n in cluster.nodes if n is not cluster.node(coordinator)]
+    bootstrap = ",".join(n.bootstrap for n in rest)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "survivors", "enable.auto.commit": False})
+    deadline = time.time() + 30
+    committed = None
+    while time.time() < deadline:
+        try:
+            committed = c.committed([TopicPartition("work", part) for part in range(3)], timeout=5)
+            if all(t.offset >= 0 for t in committed):
+                break
+        except KafkaException:
+            pass
+        time.sleep(0.1)
+    print(f"the group's offsets were served again {time.time() - killed_at:.2f} s after its coordinator's kill -9")
+    c.close()
+    assert [t.offset for t in committed] == [10, 11, 12]
+    new = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    new.init_transactions(30)
+    new.begin_transaction()
+    new.produce("work", value=b"committed-after", partition=1)
+    new.commit_transaction(30)
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "committed-reader",
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    reader.assign([TopicPartition("work", part, 0) for part in range(3)])
+    want, seen = {b"committed-before", b"committed-after"}, set()
+    deadline = time.time() + 30
+    while not want <= seen and time.time() < deadline:
+        m = reader.poll(0.5)
+        if m is not None and m.error() is None:
+            seen.add(m.value())
+    reader.close()
+    assert want <= seen, f"read committed: {sorted(v for v in seen if v.startswith(b'committed'))}"

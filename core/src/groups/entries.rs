@@ -8,7 +8,7 @@ use crate::clock::now_ms;
 use crate::topic_partition::{TopicPartition, TopicPartitionRef};
 
 use super::group::Group;
-use super::store::{self, Entry, GroupLog};
+use super::store::{Entry, GroupLog};
 use super::{Coordinator, TxnTables};
 
 impl Coordinator {
@@ -38,7 +38,7 @@ impl Coordinator {
         let groups = self.groups.borrow();
         let mut out = Vec::new();
         for g in groups.values() {
-            if store::log_partition(&g.id) != partition || g.stored_type.is_none() {
+            if self.partition_of(&g.id) != partition || g.stored_type.is_none() {
                 continue;
             }
             out.push(Entry::Group {
@@ -56,7 +56,7 @@ impl Coordinator {
         }
         let txns = self.txns.borrow();
         for (id, meta) in &txns.ids {
-            if store::log_partition(id) == partition {
+            if self.partition_of(id) == partition {
                 out.push(Entry::Txn {
                     id: id.clone(),
                     value: Some(meta.clone()),
@@ -64,7 +64,7 @@ impl Coordinator {
             }
         }
         for (group, offsets) in &txns.pending {
-            if store::log_partition(group) != partition {
+            if self.partition_of(group) != partition {
                 continue;
             }
             for ((producer_id, topic, p), c) in offsets {

@@ -86,10 +86,22 @@ pub struct TxnTables {
     pub completing: std::collections::HashSet<String>,
 }
 
+/// In a cluster whose coordinators are replicated, a group or
+/// transactional id's log is partition `slot` of the groups topic, kept
+/// here as log `SLOTTED + slot` (apart from this node's own logs 0..16).
+const SLOTTED: u32 = 1 << 16;
+
 /// The groups one shard coordinates, and the transactional ids.
 pub struct Coordinator {
     pub(crate) cfg: GroupConfig,
-    pub(crate) logs: HashMap<u32, Rc<GroupLog>>,
+    pub(crate) logs: RefCell<HashMap<u32, Rc<GroupLog>>>,
+    /// Whether keys belong to the cluster's replicated groups topic (its
+    /// slots) rather than this node's own group logs.
+    slotted: std::cell::Cell<bool>,
+    /// Slots being loaded now (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+    loading: RefCell<std::collections::HashSet<u32>>,
+    /// The leader epoch each slot loaded here was loaded in.
+    loaded_in: RefCell<HashMap<u32, i32>>,
     pub(crate) groups: RefCell<HashMap<String, Group>>,
     pub(crate) txns: RefCell<TxnTables>,
 }
@@ -130,24 +142,120 @@ impl Coordinator {
         }
         Ok(Coordinator {
             cfg,
-            logs,
+            logs: RefCell::new(logs),
+            slotted: Default::default(),
+            loading: Default::default(),
+            loaded_in: Default::default(),
             groups: RefCell::new(groups),
             txns: RefCell::new(txns),
         })
     }
 
-    /// The log partition `key` (a group or a transactional id) hashes to,
-    /// if this shard owns it.
+    /// The log `key` (a group or a transactional id) belongs to: this
+    /// node's own log partition it hashes to, or in a cluster with
+    /// replicated coordinators its slot of the groups topic.
+    pub(crate) fn partition_of(&self, key: &str) -> u32 {
+        match self.slotted.get() {
+            true => SLOTTED + crate::catalog::group_slot(key) as u32,
+            false => store::log_partition(key),
+        }
+    }
+
+    /// The log `key` belongs to, if this shard holds it: else
+    /// COORDINATOR_LOAD_IN_PROGRESS while its slot loads here, or
+    /// NOT_COORDINATOR (another node leads the slot now).
     pub(crate) fn log_for(&self, group: &str) -> Result<Rc<GroupLog>, KafkaError> {
-        self.logs
-            .get(&store::log_partition(group))
-            .cloned()
-            .ok_or_else(|| {
-                KafkaError::new(
+        let p = self.partition_of(group);
+        if let Some(log) = self.logs.borrow().get(&p) {
+            return Ok(log.clone());
+        }
+        Err(
+            match (self.slotted.get(), self.loading.borrow().contains(&p)) {
+                (true, true) => KafkaError::new(
+                    ErrorCode::CoordinatorLoadInProgress,
+                    format!("{group:?}'s coordinator state is loading here"),
+                ),
+                (true, false) => KafkaError::new(
+                    ErrorCode::NotCoordinator,
+                    format!("this node does not lead {group:?}'s slot of the groups topic"),
+                ),
+                _ => KafkaError::new(
                     ErrorCode::CoordinatorNotAvailable,
                     format!("group {group:?} is coordinated by another shard"),
-                )
-            })
+                ),
+            },
+        )
+    }
+
+    /// Keys belong to the cluster's replicated groups topic from now on.
+    pub fn use_slots(&self) {
+        self.slotted.set(true);
+    }
+
+    /// Takes over slot `slot` (this node leads `part`, its partition of
+    /// the groups topic, in leader epoch `epoch`): its groups' offsets and
+    /// its transactional ids are replayed from the partition, then served.
+    /// State loaded in an older epoch is dropped and loaded again (another
+    /// leader may have written between); a load that finds leadership
+    /// moved meanwhile keeps nothing.
+    pub async fn load_slot(&self, slot: u32, part: Rc<crate::partition::Partition>, epoch: i32) {
+        let p = SLOTTED + slot;
+        match self.loaded_in.borrow().get(&p) {
+            Some(&e) if e == epoch => return,
+            Some(_) => {}
+            None if self.logs.borrow().contains_key(&p) => return,
+            None => {}
+        }
+        self.unload_slot(slot);
+        if !self.loading.borrow_mut().insert(p) {
+            return;
+        }
+        let started = Instant::now();
+        let loaded = GroupLog::load(p, part.clone(), self.cfg.log_checkpoint_bytes).await;
+        self.loading.borrow_mut().remove(&p);
+        let still = part.role.borrow().epoch() == epoch && part.role.borrow().leads();
+        match loaded {
+            Ok(_) if !still => {
+                log::info!("group slot {slot}: leadership moved while loading; not coordinating")
+            }
+            Ok((log, entries)) => {
+                let n = entries.len();
+                self.install(entries);
+                self.logs.borrow_mut().insert(p, Rc::new(log));
+                self.loaded_in.borrow_mut().insert(p, epoch);
+                log::info!(
+                    "group slot {slot}: coordinating in epoch {epoch}, {n} entries loaded in {} ms",
+                    started.elapsed().as_millis()
+                );
+            }
+            Err(e) => log::error!("group slot {slot}: loading its coordinator state: {e}"),
+        }
+    }
+
+    /// Gives up slot `slot` (another node leads it now): its groups'
+    /// members are told to find the new coordinator and its state here
+    /// is forgotten (the new leader replays it).
+    pub fn unload_slot(&self, slot: u32) {
+        let p = SLOTTED + slot;
+        self.loaded_in.borrow_mut().remove(&p);
+        if self.logs.borrow_mut().remove(&p).is_none() {
+            return;
+        }
+        let mine = |key: &str| self.partition_of(key) == p;
+        let mut groups = self.groups.borrow_mut();
+        let gone: Vec<String> = groups.keys().filter(|k| mine(k)).cloned().collect();
+        for k in &gone {
+            if let Some(mut g) = groups.remove(k) {
+                g.kill();
+            }
+        }
+        let mut txns = self.txns.borrow_mut();
+        txns.ids.retain(|k, _| !mine(k));
+        txns.pending.retain(|k, _| !mine(k));
+        log::info!(
+            "group slot {slot}: no longer coordinated here ({} groups)",
+            gone.len()
+        );
     }
 
     pub async fn join(&self, group_id: &str, req: JoinRequest) -> JoinResult {
@@ -433,7 +541,8 @@ impl Coordinator {
         for g in self.groups.borrow_mut().values_mut() {
             g.kill();
         }
-        for log in self.logs.values() {
+        let logs: Vec<_> = self.logs.borrow().values().cloned().collect();
+        for log in logs {
             log.close().await;
         }
     }

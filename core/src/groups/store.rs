@@ -251,10 +251,24 @@ fn decode_committed(v: &[u8]) -> Option<Committed> {
     })
 }
 
+/// Where a group log's records are kept: a log of this node's own (a
+/// single node, or a cluster's group logs from before coordinators were
+/// replicated), or a partition of the cluster's replicated groups topic
+/// (`crate::catalog::GROUPS_TOPIC`) this node leads, whose writes wait
+/// for its in-sync replicas.
+enum Backing {
+    Own(Box<PartitionLog>),
+    Replicated {
+        part: std::rc::Rc<crate::partition::Partition>,
+        /// The partition's appends are not cached (a cache of no bytes).
+        cache: std::cell::RefCell<crate::cache::TailCache>,
+    },
+}
+
 /// One group-log partition on its owning shard.
 pub struct GroupLog {
     pub partition: u32,
-    log: PartitionLog,
+    backing: Backing,
     /// One write (append and fsync, then the caller's in-memory update) at a
     /// time, so memory changes in log order and a checkpoint sees every
     /// write before it.
@@ -284,53 +298,11 @@ impl GroupLog {
         };
         let dir = log_dir(data_dir, partition);
         let log = PartitionLog::open(&dir, config, now_ms).await?;
-        let mut entries = Vec::new();
-        let mut offset = log.log_start();
-        while offset < log.high_watermark() {
-            let read = log.read(offset, 1 << 20).await?;
-            let batches = read.batches.to_bytes();
-            let mut iter = BatchIter::new(&batches);
-            let mut advanced = false;
-            for (pos, h) in iter.by_ref() {
-                let batch = batches.slice(pos..pos + h.total_len());
-                let records = read_records(&batch, &h).ok_or_else(|| {
-                    KafkaError::new(
-                        ErrorCode::KafkaStorageError,
-                        format!(
-                            "group log {}: the batch at offset {} does not parse",
-                            dir.display(),
-                            h.base_offset
-                        ),
-                    )
-                })?;
-                for r in records {
-                    if r.offset < offset {
-                        continue;
-                    }
-                    let key = r.key.as_deref().unwrap_or_default();
-                    match Entry::decode(key, r.value.as_deref()) {
-                        Some(e) => entries.push(e),
-                        None => log::warn!(
-                            "group log {}: skipping the unreadable record at offset {}",
-                            dir.display(),
-                            r.offset
-                        ),
-                    }
-                }
-                offset = h.last_offset() + 1;
-                advanced = true;
-            }
-            if !advanced {
-                return Err(KafkaError::new(
-                    ErrorCode::KafkaStorageError,
-                    format!("group log {}: no batch at offset {offset}", dir.display()),
-                ));
-            }
-        }
+        let entries = replay(&log, log.high_watermark(), &dir.display().to_string()).await?;
         let size = log.size_bytes();
         let log = GroupLog {
             partition,
-            log,
+            backing: Backing::Own(Box::new(log)),
             lock: Semaphore::new(1),
             checkpoint_at: Cell::new((size * 2).max(checkpoint_min)),
             checkpoint_min,
@@ -338,6 +310,89 @@ impl GroupLog {
         Ok((log, entries))
     }
 
+    /// A group log kept in `part`, a partition of the replicated groups
+    /// topic this node has just come to lead, with every entry in it (up
+    /// to its log end: what a leader holds is the partition's log).
+    pub async fn load(
+        partition: u32,
+        part: std::rc::Rc<crate::partition::Partition>,
+        checkpoint_min: u64,
+    ) -> Result<(GroupLog, Vec<Entry>), KafkaError> {
+        let name = format!("{}-{}", part.topic, part.index);
+        let entries = replay(&part.log, part.log.durable_end(), &name).await?;
+        let size = part.log.size_bytes();
+        let log = GroupLog {
+            partition,
+            backing: Backing::Replicated {
+                part,
+                cache: std::cell::RefCell::new(crate::cache::TailCache::new(0)),
+            },
+            lock: Semaphore::new(1),
+            checkpoint_at: Cell::new((size * 2).max(checkpoint_min)),
+            checkpoint_min,
+        };
+        Ok((log, entries))
+    }
+
+    fn log(&self) -> &PartitionLog {
+        match &self.backing {
+            Backing::Own(log) => log,
+            Backing::Replicated { part, .. } => &part.log,
+        }
+    }
+}
+
+/// Every entry of `log` from its start up to `end`, in order.
+async fn replay(log: &PartitionLog, end: i64, name: &str) -> Result<Vec<Entry>, KafkaError> {
+    let mut entries = Vec::new();
+    let mut offset = log.log_start();
+    while offset < end {
+        let read = match log.is_replicated() {
+            true => log.read_replica(offset, 1 << 20).await?,
+            false => log.read(offset, 1 << 20).await?,
+        };
+        let batches = read.batches.to_bytes();
+        let mut iter = BatchIter::new(&batches);
+        let mut advanced = false;
+        for (pos, h) in iter.by_ref() {
+            let batch = batches.slice(pos..pos + h.total_len());
+            let records = read_records(&batch, &h).ok_or_else(|| {
+                KafkaError::new(
+                    ErrorCode::KafkaStorageError,
+                    format!(
+                        "group log {}: the batch at offset {} does not parse",
+                        name, h.base_offset
+                    ),
+                )
+            })?;
+            for r in records {
+                if r.offset < offset {
+                    continue;
+                }
+                let key = r.key.as_deref().unwrap_or_default();
+                match Entry::decode(key, r.value.as_deref()) {
+                    Some(e) => entries.push(e),
+                    None => log::warn!(
+                        "group log {}: skipping the unreadable record at offset {}",
+                        name,
+                        r.offset
+                    ),
+                }
+            }
+            offset = h.last_offset() + 1;
+            advanced = true;
+        }
+        if !advanced {
+            return Err(KafkaError::new(
+                ErrorCode::KafkaStorageError,
+                format!("group log {}: no batch at offset {offset}", name),
+            ));
+        }
+    }
+    Ok(entries)
+}
+
+impl GroupLog {
     /// Takes the write lock: hold it from before `append_durably` until the
     /// in-memory state reflects the write.
     pub async fn lock(&self) -> glommio::sync::Permit<'_> {
@@ -361,9 +416,29 @@ impl GroupLog {
             let h = weir_storage::batch::BatchHeader::parse(&b).expect("a built batch");
             batches.push((h, b));
         }
-        let (appended, _) = self.log.append(&batches, now_ms).await?;
+        let log = match &self.backing {
+            Backing::Own(log) => log,
+            Backing::Replicated { part, cache } => {
+                // Written once every in-sync replica has it: what a new
+                // coordinator replays. A partition this node no longer
+                // leads (or whose replicas are too few) answers as Kafka's
+                // coordinator does.
+                return match part.append(&batches, -1, cache, None).await {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(KafkaError::new(
+                        match e.code {
+                            ErrorCode::NotLeaderOrFollower => ErrorCode::NotCoordinator,
+                            ErrorCode::KafkaStorageError => ErrorCode::KafkaStorageError,
+                            _ => ErrorCode::CoordinatorNotAvailable,
+                        },
+                        e.message,
+                    )),
+                };
+            }
+        };
+        let (appended, _) = log.append(&batches, now_ms).await?;
         loop {
-            let hw = self.log.flush().await?;
+            let hw = log.flush().await?;
             if hw > appended.last_offset {
                 return Ok(());
             }
@@ -372,26 +447,30 @@ impl GroupLog {
 
     /// Bytes of all segments.
     pub fn size_bytes(&self) -> u64 {
-        self.log.size_bytes()
+        self.log().size_bytes()
     }
 
     /// Whether the log has grown enough to be checkpointed.
     pub fn wants_checkpoint(&self) -> bool {
-        self.log.size_bytes() > self.checkpoint_at.get()
+        self.log().size_bytes() > self.checkpoint_at.get()
     }
 
     /// Rewrites `live` (every entry still in force) and moves the log start
     /// to it. The caller holds the lock and built `live` under it.
     pub async fn checkpoint(&self, live: Vec<Entry>, now_ms: i64) -> Result<(), KafkaError> {
-        let start = self.log.log_end();
+        let start = self.log().log_end();
         if live.is_empty() {
-            // Nothing in force: everything before the end can go.
-            self.log.delete_records_before(start)?;
+            // Nothing in force: everything before the end can go (once
+            // it is all below the high watermark).
+            if self.log().high_watermark() < start {
+                return Ok(());
+            }
+            self.log().delete_records_before(start)?;
         } else {
             self.append_durably(&live, now_ms).await?;
-            self.log.delete_records_before(start)?;
+            self.log().delete_records_before(start)?;
         }
-        let size = self.log.size_bytes();
+        let size = self.log().size_bytes();
         self.checkpoint_at.set((size * 2).max(self.checkpoint_min));
         log::info!(
             "group log {}: checkpointed {} entries; {} bytes kept",
@@ -402,9 +481,13 @@ impl GroupLog {
         Ok(())
     }
 
+    /// Syncs a log of this node's own (a replicated partition is closed
+    /// with the shard's partitions).
     pub async fn close(&self) {
-        if let Err(e) = self.log.close().await {
-            log::error!("group log {}: closing: {e}", self.partition);
+        if let Backing::Own(log) = &self.backing {
+            if let Err(e) = log.close().await {
+                log::error!("group log {}: closing: {e}", self.partition);
+            }
         }
     }
 }

@@ -69,7 +69,7 @@ fn checkpoints_keep_exactly_the_live_offsets() {
         let before = all(&c, &groups);
         assert!(before[5].1.is_empty(), "a deleted group has no offsets");
         assert_eq!(before[0].1[0].1[3].1.as_ref().unwrap().offset, 3993);
-        let size: u64 = c.logs.values().map(|l| l.size_bytes()).sum();
+        let size: u64 = c.logs.borrow().values().map(|l| l.size_bytes()).sum();
         c.close().await;
         drop(c);
         // 2,400 commits of 4 offsets wrote ~860 KB; what is kept is

@@ -101,6 +101,12 @@ impl Role {
         })
     }
 
+    /// Whether this node serves writes (it leads, or the partition is not
+    /// replicated).
+    pub fn leads(&self) -> bool {
+        matches!(self, Role::Alone | Role::Leader(_))
+    }
+
     /// The leader epoch (0 for a partition not replicated).
     pub fn epoch(&self) -> i32 {
         match self {

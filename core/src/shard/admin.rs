@@ -351,8 +351,44 @@ impl Shard {
         Ok(())
     }
 
+    /// Makes the cluster's replicated group logs (`GROUPS_TOPIC`): one
+    /// partition per group slot, on up to three live nodes each, whose
+    /// leaders coordinate the slots' groups and transactional ids. Kept
+    /// whole (no retention: a checkpoint moves its start).
+    pub(crate) async fn make_groups_topic(self: &Rc<Self>) -> Result<(), KafkaError> {
+        let live = self.catalog().live_nodes().count();
+        let topic = NewTopic {
+            name: crate::catalog::GROUPS_TOPIC.into(),
+            partitions: crate::catalog::GROUP_SLOTS as i32,
+            replication_factor: live.clamp(1, 3) as i16,
+            configs: [
+                ("retention.ms", "-1"),
+                ("retention.bytes", "-1"),
+                ("segment.bytes", "8388608"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+            .collect(),
+            schema: None,
+            assignments: Vec::new(),
+        };
+        match self.create_topics(vec![topic], false).await.pop() {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) if e.code == ErrorCode::TopicAlreadyExists => Ok(()),
+            Some(Err(e)) => Err(KafkaError::new(
+                ErrorCode::CoordinatorNotAvailable,
+                e.message,
+            )),
+            None => Err(KafkaError::new(
+                ErrorCode::CoordinatorNotAvailable,
+                "no answer",
+            )),
+        }
+    }
+
     /// Deals the cluster's group slots over its live nodes, in turn by
     /// id, unless they are dealt.
+    #[allow(dead_code)]
     pub(crate) async fn deal_group_slots(self: &Rc<Self>) -> Result<(), KafkaError> {
         self.change_catalog(1, |_, cat| {
             if !cat.group_nodes.is_empty() {
@@ -382,6 +418,14 @@ impl Shard {
             let results: Vec<_> = names
                 .iter()
                 .map(|name| {
+                    if name == crate::catalog::GROUPS_TOPIC {
+                        return Err(KafkaError::new(
+                            ErrorCode::InvalidTopicException,
+                            format!(
+                                "{name} is the cluster's internal group log and cannot be deleted"
+                            ),
+                        ));
+                    }
                     cat.topics.remove(name).map(|t| t.id).ok_or_else(|| {
                         KafkaError::new(
                             ErrorCode::UnknownTopicOrPartition,

@@ -152,14 +152,41 @@ impl Shard {
         if self.cluster.is_none() {
             return Ok(self.config.broker_of(self.group_shard(key)));
         }
+        let cat = self.catalog();
+        if let Some(t) = cat.topic(crate::catalog::GROUPS_TOPIC) {
+            let (n, placed) = self.slot_leader(t, key)?;
+            return Ok(n.broker_of(placed));
+        }
         let n = self.coordinating_node(key)?;
         Ok(n.broker_of(super::owner_shard(key, n.shards)))
     }
 
+    /// The node leading `key`'s slot of the groups topic `t`, and the
+    /// shard it is placed on.
+    fn slot_leader(&self, t: &TopicMeta, key: &str) -> Result<(ClusterNode, usize), KafkaError> {
+        let slot = crate::catalog::group_slot(key) as i32;
+        let cat = self.catalog();
+        let unavailable =
+            |why: String| Err(KafkaError::new(ErrorCode::CoordinatorNotAvailable, why));
+        let Some((Some(leader), placed)) = t.place(slot) else {
+            return unavailable(format!("{key:?}'s group slot {slot} has no partition"));
+        };
+        match cat.nodes.get(&leader) {
+            Some(n) if !n.fenced => Ok((n.clone(), placed)),
+            _ => unavailable(format!(
+                "{key:?}'s group slot {slot} has no live leader (node {leader})"
+            )),
+        }
+    }
+
     /// In a cluster, the node coordinating a group or transactional id:
-    /// the one its group slot is dealt to.
+    /// the leader of its slot of the groups topic (or, in a cluster whose
+    /// groups predate it, the node its slot is dealt to).
     pub fn coordinating_node(&self, key: &str) -> Result<ClusterNode, KafkaError> {
         let cat = self.catalog();
+        if let Some(t) = cat.topic(crate::catalog::GROUPS_TOPIC) {
+            return Ok(self.slot_leader(t, key)?.0);
+        }
         let slots = &cat.group_nodes;
         if slots.is_empty() {
             return Err(KafkaError::new(
@@ -186,10 +213,13 @@ impl Shard {
     /// In a cluster, deals the group slots over the live nodes if nobody
     /// has yet (FindCoordinator's first call).
     pub async fn place_group_coordinators(self: &std::rc::Rc<Self>) -> Result<(), KafkaError> {
-        if self.cluster.is_none() || !self.catalog().group_nodes.is_empty() {
+        let cat = self.catalog();
+        let placed =
+            !cat.group_nodes.is_empty() || cat.topic(crate::catalog::GROUPS_TOPIC).is_some();
+        if self.cluster.is_none() || placed {
             return Ok(());
         }
-        self.deal_group_slots().await
+        self.make_groups_topic().await
     }
 
     /// Whether this node coordinates `key` (else NOT_COORDINATOR, and

@@ -443,7 +443,15 @@ impl Shard {
 
     /// The shard coordinating `group`.
     pub fn group_shard(&self, group: &str) -> usize {
-        owner_shard(group, self.nr_shards)
+        let cat = self.catalog();
+        match cat.topic(crate::catalog::GROUPS_TOPIC) {
+            Some(t) if self.cluster.is_some() => {
+                let slot = crate::catalog::group_slot(group) as i32;
+                t.place(slot)
+                    .map_or(0, |(_, placed)| self.local_shard(placed))
+            }
+            _ => owner_shard(group, self.nr_shards),
+        }
     }
 
     /// Runs `f` on the shard coordinating `group`.

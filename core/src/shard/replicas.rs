@@ -33,7 +33,7 @@ pub struct Followed {
 impl Shard {
     /// Gives every partition kept here the role `cat` says (after the
     /// partitions are opened or dropped), and wakes the replica fetcher.
-    pub(crate) fn take_roles(&self, cat: &Catalog) {
+    pub(crate) fn take_roles(self: &Rc<Self>, cat: &Catalog) {
         let me = self.config.node_id;
         let parts: Vec<(TopicPartition, Rc<Partition>)> = self
             .partitions
@@ -49,9 +49,30 @@ impl Shard {
             if let Err(e) = part.set_role(role) {
                 log::error!("{}-{}: taking its new role: {e}", tp.topic(), tp.partition);
             }
+            if tp.topic() == crate::catalog::GROUPS_TOPIC {
+                self.coordinate_slot(tp.partition as u32, &part);
+            }
         }
         for w in self.catalog_watchers.borrow_mut().drain(..) {
             let _ = w.send(());
+        }
+    }
+
+    /// A partition of the groups topic: its leader coordinates its slot
+    /// (loading it first), any other replica gives it up.
+    fn coordinate_slot(self: &Rc<Self>, slot: u32, part: &Rc<Partition>) {
+        self.groups.use_slots();
+        let (leads, epoch) = {
+            let role = part.role.borrow();
+            (role.leads(), role.epoch())
+        };
+        match leads {
+            true => {
+                let (s, part) = (self.clone(), part.clone());
+                glommio::spawn_local(async move { s.groups.load_slot(slot, part, epoch).await })
+                    .detach();
+            }
+            false => self.groups.unload_slot(slot),
         }
     }
 

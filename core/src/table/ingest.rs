@@ -220,6 +220,15 @@ pub async fn produce_here(
 ) -> ProduceResult {
     crate::counters::add(&s.counters.partition_appends, 1);
     crate::counters::add(&s.counters.appended_bytes, records.len() as u64);
+    if p.topic == crate::catalog::GROUPS_TOPIC {
+        return Err(KafkaError::new(
+            ErrorCode::InvalidTopicException,
+            format!(
+                "{} is the cluster's internal group log: only coordinators write it",
+                p.topic
+            ),
+        ));
+    }
     let batches = ProducedBatches::check(records)?;
     let catalog = s.catalog();
     match ingest(s, p, catalog.topic(&p.topic), batches).await? {
