@@ -75,6 +75,7 @@ pub enum ErrorCode {
     UnreleasedInstanceId = 111,
     UnsupportedAssignor = 112,
     StaleMemberEpoch = 113,
+    OffsetNotAvailable = 78,
     InvalidRegularExpression = 128,
 }
 
@@ -151,6 +152,7 @@ impl From<weir_storage::StorageError> for KafkaError {
             // A failed disk is Kafka's storage error: the client retries, and
             // nothing is acknowledged that was not synced.
             S::Io(_) | S::Corrupt(_) => ErrorCode::KafkaStorageError,
+            S::NotLeader(_) => ErrorCode::NotLeaderOrFollower,
         };
         KafkaError::new(code, e.to_string())
     }

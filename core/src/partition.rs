@@ -118,10 +118,11 @@ impl Partition {
                         self.log.set_replicated(self.log.log_start());
                     }
                     let mut next = next;
-                    if !matches!(next, Role::Leader(_)) {
+                    if !matches!(next, Role::Leader(_) | Role::Alone) {
                         // Appends copied from a leader are not cached: what
                         // is cached would stop ending at the log end.
                         self.cache.clear();
+                        self.log.stop_leading();
                     }
                     if let Role::Leader(l) = &mut next {
                         self.log.set_leader_epoch(l.epoch)?;
@@ -153,7 +154,10 @@ impl Partition {
     pub fn update_high_watermark(&self) {
         let role = self.role.borrow();
         let Role::Leader(l) = &*role else { return };
-        let alone = l.isr.iter().all(|&n| n == l.me);
+        // Alone in the ISR, and no member being added (Kafka's maximal
+        // ISR): what is durable here is on every in-sync replica.
+        let joining = l.altering.iter().flatten();
+        let alone = l.isr.iter().chain(joining).all(|&n| n == l.me);
         self.log.follow_durable(alone);
         if let Some(hw) = l.high_watermark(self.log.durable_end()) {
             self.log.set_high_watermark(hw);
@@ -167,6 +171,22 @@ impl Partition {
         w.retain(|w| !w.is_canceled());
         w.push(tx);
         rx
+    }
+
+    /// Where a leader's high watermark is not yet known (KIP-207): it has
+    /// not reached the start of this leader's epoch, so ListOffsets'
+    /// latest would be too low. OFFSET_NOT_AVAILABLE, which clients retry.
+    pub fn check_high_watermark_known(&self) -> Result<(), KafkaError> {
+        match &*self.role.borrow() {
+            Role::Leader(l) if self.log.high_watermark() < l.epoch_start => Err(KafkaError::new(
+                ErrorCode::OffsetNotAvailable,
+                format!(
+                    "{}-{}: the new leader's high watermark has not reached its epoch's start ({}) yet",
+                    self.topic, self.index, l.epoch_start
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Refuses a write unless this node leads the partition (and, for
@@ -372,11 +392,15 @@ impl Partition {
         let (hw, start) = (self.log.high_watermark(), self.log.log_start());
         let lso = self.log.last_stable_offset();
         let upto = if committed { lso } else { hw };
-        if offset < start || offset > hw {
+        // As Kafka: out of range past the log end; between the high
+        // watermark and the log end (a new leader's high watermark not yet
+        // caught up, records not yet on every in-sync replica) nothing yet.
+        let end = self.log.log_end();
+        if offset < start || offset > end {
             return Err(KafkaError::new(
                 ErrorCode::OffsetOutOfRange,
                 format!(
-                    "offset {offset} is outside {}-{} [{start}, {hw}]",
+                    "offset {offset} is outside {}-{} [{start}, {end}]",
                     self.topic, self.index
                 ),
             ));
@@ -449,7 +473,8 @@ impl Partition {
                     ),
                 ));
             }
-            l.fetched(node, offset, durable, std::time::Instant::now())?;
+            let hw = self.log.high_watermark();
+            l.fetched(node, offset, durable, hw, std::time::Instant::now())?;
         }
         self.update_high_watermark();
         let (hw, start) = (self.log.high_watermark(), self.log.log_start());

@@ -56,10 +56,7 @@ const BACKOFF: Duration = Duration::from_millis(100);
 /// session per leader this shard follows partitions from, each given the
 /// current list at every catalog installed.
 pub async fn run(shard: Rc<Shard>) {
-    type Session = (
-        Rc<std::cell::RefCell<Vec<Followed>>>,
-        glommio::task::JoinHandle<()>,
-    );
+    type Session = Rc<std::cell::RefCell<Vec<Followed>>>;
     let mut sessions: HashMap<(i32, String, u16), Session> = HashMap::new();
     while !shard.is_stopping() {
         let changed = shard.catalog_changed();
@@ -68,22 +65,24 @@ pub async fn run(shard: Rc<Shard>) {
             let key = (f.broker.id, f.broker.host.clone(), f.broker.port);
             wanted.entry(key).or_default().push(f);
         }
-        sessions.retain(|key, (_, task)| {
+        // A session no longer wanted is given nothing to fetch and ends at
+        // its next step: never cancelled, since it may be copying or
+        // truncating.
+        sessions.retain(|key, parts| {
             let keep = wanted.contains_key(key);
             if !keep {
-                task.cancel();
+                parts.borrow_mut().clear();
             }
             keep
         });
         for (key, list) in wanted {
             match sessions.get(&key) {
-                Some((parts, _)) => *parts.borrow_mut() = list,
+                Some(parts) => *parts.borrow_mut() = list,
                 None => {
                     let broker = list[0].broker.clone();
                     let parts = Rc::new(std::cell::RefCell::new(list));
-                    let task = glommio::spawn_local(session(shard.clone(), broker, parts.clone()))
-                        .detach();
-                    sessions.insert(key, (parts, task));
+                    glommio::spawn_local(session(shard.clone(), broker, parts.clone())).detach();
+                    sessions.insert(key, parts);
                 }
             }
         }
@@ -91,12 +90,12 @@ pub async fn run(shard: Rc<Shard>) {
         let tick = Box::pin(glommio::timer::sleep(Duration::from_secs(1)));
         let _ = select(changed, tick).await;
     }
-    for (_, (_, task)) in sessions {
-        task.cancel();
+    for (_, parts) in sessions {
+        parts.borrow_mut().clear();
     }
 }
 
-/// Fetches `parts` from `leader` until cancelled: connects (again after
+/// Fetches `parts` from `leader` until it is given none: connects (again after
 /// any failure), reconciles partitions new to an epoch, then fetches.
 async fn session(shard: Rc<Shard>, leader: Broker, parts: Rc<std::cell::RefCell<Vec<Followed>>>) {
     // The epoch each partition was last reconciled in.
@@ -117,6 +116,10 @@ async fn session(shard: Rc<Shard>, leader: Broker, parts: Rc<std::cell::RefCell<
                 return;
             }
             let list = parts.borrow().clone();
+            if list.is_empty() {
+                // No longer wanted: its partitions follow elsewhere now.
+                return;
+            }
             let pending: Vec<&Followed> = list
                 .iter()
                 .filter(|f| reconciled.get(&key(f)) != Some(&f.epoch))
@@ -227,9 +230,12 @@ async fn reconcile(
             // high watermark is known to be in its log.
             (log.high_watermark(), true)
         } else {
+            // Kafka's AbstractFetcherThread: the follower's own end of
+            // the leader's epoch bounds the cut too (its log may go on in a
+            // later epoch of its own the leader never had).
             let (mine, my_end) = log.end_offset_for(leader_epoch);
             match mine == leader_epoch {
-                true => (leader_end.min(end), true),
+                true => (leader_end.min(my_end).min(end), true),
                 false => (my_end.min(end), false),
             }
         };
@@ -245,9 +251,13 @@ async fn reconcile(
         }
         let cut = cut.max(hw);
         if cut < end {
-            f.partition
-                .truncate_to(cut)
+            // In a task of its own: a session stopped midway must not leave
+            // a truncation half done.
+            let part = f.partition.clone();
+            glommio::spawn_local(async move { part.truncate_to(cut).await })
+                .detach()
                 .await
+                .ok_or("the truncation's task was lost")?
                 .map_err(|e| format!("truncating: {e}"))?;
         }
         if done {
@@ -268,8 +278,18 @@ async fn fetch_once(
     reconciled: &mut HashMap<(String, i32), i32>,
 ) -> Result<(), String> {
     let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+    let mut fetched = Vec::new();
     for f in ready {
         let log = &f.partition.log;
+        // The fetch offset tells the leader everything below it is durable
+        // here: a partition whose last copy is not yet waits for it.
+        if log.durable_end() < log.log_end() {
+            let _ = log.durable_past(log.log_end() - 1).await;
+            if log.durable_end() < log.log_end() {
+                continue;
+            }
+        }
+        fetched.push(*f);
         topics.entry(f.partition.topic.clone()).or_default().push(
             FetchPartition::default()
                 .with_partition(f.partition.index)
@@ -278,6 +298,10 @@ async fn fetch_once(
                 .with_log_start_offset(log.log_start())
                 .with_partition_max_bytes(PARTITION_MAX_BYTES),
         );
+    }
+    if fetched.is_empty() {
+        glommio::timer::sleep(BACKOFF).await;
+        return Ok(());
     }
     let req = FetchRequest::default()
         .with_replica_id(BrokerId(me))
@@ -303,7 +327,7 @@ async fn fetch_once(
             resp.error_code
         ));
     }
-    let by_key: HashMap<(String, i32), &Followed> = ready.iter().map(|f| (key(f), *f)).collect();
+    let by_key: HashMap<(String, i32), &Followed> = fetched.iter().map(|f| (key(f), *f)).collect();
     let mut appends = Vec::new();
     let mut waits = false;
     for t in resp.responses {
@@ -316,10 +340,20 @@ async fn fetch_once(
                 0 => {
                     let records = p.records.unwrap_or_default();
                     let part = f.partition.clone();
+                    let (hw, start) = (p.high_watermark, p.log_start_offset);
+                    // In a task of its own, as truncation is.
+                    let copy = glommio::spawn_local(async move {
+                        part.append_from_leader(&records, hw, start).await
+                    })
+                    .detach();
+                    let part = f.partition.clone();
                     appends.push(async move {
-                        let r = part
-                            .append_from_leader(&records, p.high_watermark, p.log_start_offset)
-                            .await;
+                        let r = copy.await.unwrap_or_else(|| {
+                            Err(weir_core::KafkaError::new(
+                                ErrorCode::UnknownServerError,
+                                "the copy's task was lost",
+                            ))
+                        });
                         (part, r)
                     });
                 }
@@ -343,11 +377,14 @@ async fn fetch_once(
     }
     for (part, r) in join_all(appends).await {
         if let Err(e) = r {
+            // Reconciled again before its next fetch: a copy that does not
+            // continue the log means the logs diverged.
             log::warn!(
                 "{}-{}: copying from the leader: {e}",
                 part.topic,
                 part.index
             );
+            reconciled.remove(&(part.topic.clone(), part.index));
             waits = true;
         }
     }

@@ -71,6 +71,10 @@ pub enum StorageError {
     Corrupt(String),
     /// An idempotent producer's batch out of sequence or from an old epoch.
     Sequence(producer_state::SequenceError),
+    /// A leader's append to a replicated log that follows another leader
+    /// now (`PartitionLog::stop_leading`): it would put a batch of the old
+    /// epoch where the new leader's go.
+    NotLeader(String),
 }
 
 impl StorageError {
@@ -93,6 +97,7 @@ impl std::fmt::Display for StorageError {
             ),
             StorageError::Corrupt(s) => write!(f, "corrupt log: {s}"),
             StorageError::Sequence(e) => write!(f, "{e}"),
+            StorageError::NotLeader(s) => write!(f, "{s}"),
         }
     }
 }

@@ -131,7 +131,7 @@ def test_a_replicated_topic_copies_every_record_to_every_replica(cluster):
         acked[msg.value().decode()] = (msg.partition(), msg.offset())
 
     for i in range(600):
-        p.produce("copied", value=f"v{i}", on_delivery=done)
+        p.produce("copied", value=f"v{i}", partition=i % 6, on_delivery=done)
         p.poll(0)
     assert p.flush(30) == 0 and len(acked) == 600
     ends = {}

@@ -40,8 +40,11 @@ pub struct Leading {
     pub min_isr: usize,
     /// Each follower's progress in this epoch (none until it fetches).
     pub followers: BTreeMap<i32, Progress>,
-    /// An ISR change asked of the quorum and not yet seen applied.
+    /// An ISR change wanted and not yet seen applied: counted in the high
+    /// watermark from the moment it is wanted (Kafka's maximal ISR).
     pub altering: Option<Vec<i32>>,
+    /// Whether `altering` has been asked of the quorum.
+    pub asked: bool,
     /// The log end when this node became leader: a follower joins the
     /// ISR only once it has reached it (Kafka's leader epoch start).
     pub epoch_start: i64,
@@ -97,6 +100,7 @@ impl Role {
             min_isr: min.min(r.replicas.len()),
             followers: BTreeMap::new(),
             altering: None,
+            asked: false,
             epoch_start: 0,
         })
     }
@@ -127,6 +131,7 @@ impl Leading {
         self.isr = next.isr;
         self.min_isr = next.min_isr;
         self.altering = None;
+        self.asked = false;
     }
 
     /// Starts leading at log end `log_end`: every in-sync follower counts
@@ -139,13 +144,18 @@ impl Leading {
     }
 
     /// A follower's fetch at `offset` (everything below it is durable
-    /// there), with the leader's log end `log_end` now. Refused from a
-    /// node that holds no replica.
+    /// there), with the leader's log end `log_end` and high watermark `hw`
+    /// now. Refused from a node that holds no replica. A follower out of
+    /// the ISR that has reached the high watermark and this epoch's start
+    /// is wanted back in at once (Kafka's maybeExpandIsr): judged at its
+    /// fetch, since under load the high watermark moves on between two
+    /// looks.
     pub fn fetched(
         &mut self,
         node: i32,
         offset: i64,
         log_end: i64,
+        hw: i64,
         now: Instant,
     ) -> Result<(), KafkaError> {
         if !self.replicas.contains(&node) || node == self.me {
@@ -166,6 +176,14 @@ impl Leading {
         p.end = Some(offset);
         p.last_fetch_leader_end = log_end;
         p.last_fetch = now;
+        let joins = !self.isr.contains(&node) && offset >= hw && offset >= self.epoch_start;
+        if joins && self.altering.is_none() {
+            let mut isr = self.isr.clone();
+            isr.push(node);
+            isr.sort_unstable();
+            self.altering = Some(isr);
+            self.asked = false;
+        }
         Ok(())
     }
 
@@ -191,14 +209,28 @@ impl Leading {
         self.isr.len() >= self.min_isr
     }
 
-    /// The ISR this leader should ask for, if it differs from the one it
-    /// has and none is being asked: followers behind longer than `lag`
-    /// leave; a follower that has reached the high watermark `hw` and
-    /// this epoch's start joins.
-    pub fn wanted_isr(&self, hw: i64, lag: Duration, now: Instant) -> Option<Vec<i32>> {
-        if self.altering.is_some() {
-            return None;
+    /// The ISR this leader should ask the quorum for now, if any: one
+    /// wanted at a follower's fetch (`fetched`) and not asked yet, or,
+    /// with none wanted, the ISR without the followers behind longer than
+    /// `lag`. Marks it asked.
+    pub fn isr_to_ask(&mut self, lag: Duration, now: Instant) -> Option<Vec<i32>> {
+        match (&self.altering, self.asked) {
+            (Some(_), true) => return None,
+            (Some(isr), false) => {
+                self.asked = true;
+                return Some(isr.clone());
+            }
+            (None, _) => {}
         }
+        let isr = self.shrunk_isr(lag, now)?;
+        self.altering = Some(isr.clone());
+        self.asked = true;
+        Some(isr)
+    }
+
+    /// The ISR without the followers not caught up for longer than `lag`,
+    /// if any is.
+    fn shrunk_isr(&self, lag: Duration, now: Instant) -> Option<Vec<i32>> {
         let mut isr: Vec<i32> = self
             .isr
             .iter()
@@ -211,12 +243,6 @@ impl Leading {
                         .is_some_and(|p| now.duration_since(p.caught_up) <= lag)
             })
             .collect();
-        for (&n, p) in &self.followers {
-            let reached = p.end.is_some_and(|e| e >= hw && e >= self.epoch_start);
-            if !isr.contains(&n) && reached && now.duration_since(p.caught_up) <= lag {
-                isr.push(n);
-            }
-        }
         isr.sort_unstable();
         let mut have = self.isr.clone();
         have.sort_unstable();
@@ -249,6 +275,7 @@ mod tests {
             min_isr: 2,
             followers: BTreeMap::new(),
             altering: None,
+            asked: false,
             epoch_start: 0,
         }
     }
@@ -259,36 +286,43 @@ mod tests {
         let mut l = leading();
         l.start(10, now);
         assert_eq!(l.high_watermark(10), None, "nobody fetched yet");
-        l.fetched(2, 10, 10, now).unwrap();
+        l.fetched(2, 10, 10, 0, now).unwrap();
         assert_eq!(l.high_watermark(10), None);
-        l.fetched(3, 7, 10, now).unwrap();
+        l.fetched(3, 7, 10, 0, now).unwrap();
         assert_eq!(l.high_watermark(12), Some(7));
-        l.fetched(3, 12, 12, now).unwrap();
+        l.fetched(3, 12, 12, 7, now).unwrap();
         assert_eq!(l.high_watermark(12), Some(10));
-        assert!(l.fetched(4, 0, 12, now).is_err());
+        assert!(l.fetched(4, 0, 12, 10, now).is_err());
     }
 
     #[test]
-    fn a_lagging_follower_leaves_and_a_caught_up_one_joins() {
+    fn a_lagging_follower_leaves_and_a_caught_up_one_joins_at_its_fetch() {
         let t0 = Instant::now();
         let lag = Duration::from_millis(100);
         let mut l = leading();
         l.start(0, t0);
-        l.fetched(2, 0, 0, t0).unwrap();
-        l.fetched(3, 0, 0, t0).unwrap();
+        l.fetched(2, 0, 0, 0, t0).unwrap();
+        l.fetched(3, 0, 0, 0, t0).unwrap();
         let t1 = t0 + Duration::from_millis(50);
-        l.fetched(2, 0, 5, t1).unwrap(); // behind since now
-        l.fetched(3, 5, 5, t1).unwrap();
-        assert_eq!(l.wanted_isr(0, lag, t1), None);
+        l.fetched(2, 0, 5, 0, t1).unwrap(); // behind since now
+        l.fetched(3, 5, 5, 0, t1).unwrap();
+        assert_eq!(l.isr_to_ask(lag, t1), None);
         let t2 = t0 + Duration::from_millis(200);
-        l.fetched(3, 5, 5, t2).unwrap();
-        assert_eq!(l.wanted_isr(5, lag, t2), Some(vec![1, 3]));
-        l.isr = vec![1, 3];
-        // 2 catches up with the high watermark: it joins again.
-        l.fetched(2, 5, 5, t2).unwrap();
-        assert_eq!(l.wanted_isr(5, lag, t2), Some(vec![1, 2, 3]));
-        l.altering = Some(vec![1, 2, 3]);
-        assert_eq!(l.wanted_isr(5, lag, t2), None, "one change at a time");
+        l.fetched(3, 5, 5, 0, t2).unwrap();
+        assert_eq!(l.isr_to_ask(lag, t2), Some(vec![1, 3]));
+        assert_eq!(l.isr_to_ask(lag, t2), None, "one change at a time");
+        l.update(Leading {
+            isr: vec![1, 3],
+            partition_epoch: 6,
+            ..leading()
+        });
+        // 2 reaches the high watermark at a fetch: wanted back at once, and
+        // counted in the high watermark from then on.
+        l.fetched(2, 5, 9, 5, t2).unwrap();
+        assert_eq!(l.altering, Some(vec![1, 2, 3]));
+        assert_eq!(l.high_watermark(9), Some(5));
+        assert_eq!(l.isr_to_ask(lag, t2), Some(vec![1, 2, 3]));
+        assert_eq!(l.isr_to_ask(lag, t2), None);
     }
 
     #[test]

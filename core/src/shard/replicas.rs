@@ -126,7 +126,7 @@ impl Shard {
                 let Role::Leader(l) = &mut *role else {
                     continue;
                 };
-                let Some(isr) = l.wanted_isr(part.log.high_watermark(), lag, now) else {
+                let Some(isr) = l.isr_to_ask(lag, now) else {
                     continue;
                 };
                 let Some(t) = cat.topic(&part.topic) else {
@@ -138,7 +138,6 @@ impl Shard {
                     part.index,
                     l.isr
                 );
-                l.altering = Some(isr.clone());
                 IsrChange {
                     topic: part.topic.clone(),
                     topic_id: t.id,
@@ -149,6 +148,9 @@ impl Shard {
                     isr,
                 }
             };
+            // A shrink wanted counts no less: the high watermark still
+            // waits for every member until the quorum drops one.
+            part.update_high_watermark();
             let control = control.clone();
             let epoch = change.leader_epoch;
             glommio::spawn_local(async move {
@@ -161,8 +163,11 @@ impl Shard {
                 if let Role::Leader(l) = &mut *part.role.borrow_mut() {
                     if l.epoch == epoch {
                         l.altering = None;
+                        l.asked = false;
                     }
                 }
+                // Without the change wanted, the ISR alone bounds it again.
+                part.update_high_watermark();
             })
             .detach();
         }

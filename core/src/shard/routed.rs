@@ -315,6 +315,9 @@ impl Shard {
         self.on_partitions(work, |_, p, (q, known): (OffsetQuery, i32)| async move {
             let epoch = p.role.borrow().epoch();
             crate::leader_epoch::check(&p.topic, p.index, known, epoch)?;
+            if matches!(q, OffsetQuery::Latest | OffsetQuery::LatestStable) {
+                p.check_high_watermark_known()?;
+            }
             let found: Result<(i64, i64), KafkaError> = match q {
                 OffsetQuery::Latest => Ok((p.log.high_watermark(), -1)),
                 OffsetQuery::LatestStable => Ok((p.log.last_stable_offset(), -1)),

@@ -29,6 +29,12 @@ impl PartitionLog {
         if let Some(why) = &self.state.borrow().failed {
             return Err(StorageError::Io(format!("log is failed: {why}")));
         }
+        if self.following.get() {
+            return Err(StorageError::NotLeader(format!(
+                "{}: this node follows another leader now",
+                self.dir.display()
+            )));
+        }
         {
             let producers = self.producers.borrow();
             for (h, _) in batches {
@@ -103,6 +109,12 @@ impl PartitionLog {
             .acquire_permit(1)
             .await
             .expect("semaphore open");
+        if self.following.get() {
+            return Err(StorageError::NotLeader(format!(
+                "{}: this node follows another leader now",
+                self.dir.display()
+            )));
+        }
         if let SequenceCheck::Duplicate {
             base_offset,
             last_offset,

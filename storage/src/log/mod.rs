@@ -274,6 +274,9 @@ pub struct PartitionLog {
     /// The leader epoch `append` stamps into batches (`set_leader_epoch`);
     /// `batch::LEADER_EPOCH` until a leader sets one.
     stamp_epoch: Cell<i32>,
+    /// A replicated log following another leader: `append` (a leader's)
+    /// is refused until `set_leader_epoch`.
+    following: Cell<bool>,
 }
 
 /// Bytes being read ahead: the batches from `offset`, at `pos` in segment

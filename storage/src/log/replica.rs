@@ -90,7 +90,17 @@ impl PartitionLog {
     pub fn set_leader_epoch(&self, epoch: i32) -> Result<(), StorageError> {
         self.note_epoch(epoch, self.log_end())?;
         self.stamp_epoch.set(epoch);
+        self.following.set(false);
         Ok(())
+    }
+
+    /// This log's node no longer leads the partition: a leader's `append`
+    /// still in flight (waiting for the append lock) is refused rather
+    /// than land among the new leader's batches, and the high watermark
+    /// stops following the durable end.
+    pub fn stop_leading(&self) {
+        self.following.set(true);
+        self.state.borrow_mut().follows_durable = false;
     }
 
     /// The epoch `append` stamps: the last `set_leader_epoch`, or at open
