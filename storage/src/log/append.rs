@@ -21,20 +21,7 @@ impl PartitionLog {
         batches: &[(BatchHeader, Bytes)],
         now_ms: i64,
     ) -> Result<(Appended, Vec<(BatchHeader, Chunks)>), StorageError> {
-        let _permit = self
-            .append_lock
-            .acquire_permit(1)
-            .await
-            .expect("semaphore open");
-        if let Some(why) = &self.state.borrow().failed {
-            return Err(StorageError::Io(format!("log is failed: {why}")));
-        }
-        if self.following.get() {
-            return Err(StorageError::NotLeader(format!(
-                "{}: this node follows another leader now",
-                self.dir.display()
-            )));
-        }
+        let _permit = self.lock_for_append(true).await?;
         {
             let producers = self.producers.borrow();
             for (h, _) in batches {
@@ -104,17 +91,7 @@ impl PartitionLog {
     /// range. (Remembered in memory: the log holds nothing to rebuild it
     /// from after a restart.)
     pub async fn skip_batch(&self, h: &BatchHeader, now_ms: i64) -> Result<Appended, StorageError> {
-        let _permit = self
-            .append_lock
-            .acquire_permit(1)
-            .await
-            .expect("semaphore open");
-        if self.following.get() {
-            return Err(StorageError::NotLeader(format!(
-                "{}: this node follows another leader now",
-                self.dir.display()
-            )));
-        }
+        let _permit = self.lock_for_append(true).await?;
         if let SequenceCheck::Duplicate {
             base_offset,
             last_offset,
@@ -140,6 +117,30 @@ impl PartitionLog {
             last_offset: end - 1,
             log_append_time: -1,
         })
+    }
+
+    /// Takes the append lock (appends that may roll a segment await
+    /// inside it), refusing a failed log, and a leader's append
+    /// (`as_leader`) once this node follows another leader.
+    pub(super) async fn lock_for_append(
+        &self,
+        as_leader: bool,
+    ) -> Result<glommio::sync::Permit<'_>, StorageError> {
+        let permit = self
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .expect("semaphore open");
+        if let Some(why) = &self.state.borrow().failed {
+            return Err(StorageError::Io(format!("log is failed: {why}")));
+        }
+        if as_leader && self.following.get() {
+            return Err(StorageError::NotLeader(format!(
+                "{}: this node follows another leader now",
+                self.dir.display()
+            )));
+        }
+        Ok(permit)
     }
 
     /// Rolls to a new segment when the active one is too big or too old.

@@ -126,14 +126,7 @@ impl PartitionLog {
         batches: &[(BatchHeader, Bytes)],
         now_ms: i64,
     ) -> Result<(Appended, Vec<(BatchHeader, Chunks)>), StorageError> {
-        let _permit = self
-            .append_lock
-            .acquire_permit(1)
-            .await
-            .expect("semaphore open");
-        if let Some(why) = &self.state.borrow().failed {
-            return Err(StorageError::Io(format!("log is failed: {why}")));
-        }
+        let _permit = self.lock_for_append(false).await?;
         let start = self.log_end();
         let mut expected = start;
         let mut next_epochs = self.epochs.borrow().clone();
