@@ -478,6 +478,12 @@ pub struct ClusterNode {
     /// new partitions.
     #[serde(default)]
     pub fenced: bool,
+    /// The run of the node's process it registered from (new at each
+    /// start, `config::incarnation`): a registration in a new incarnation
+    /// is a restart, which the quorum takes fenced, as Kafka's controller
+    /// takes a broker's registration (`cluster::state_machine`).
+    #[serde(default)]
+    pub incarnation: u64,
 }
 
 /// In a cluster with `--shard-ports`, node `n`'s shard `s` is broker
@@ -490,6 +496,13 @@ pub const SHARD_BROKERS: i32 = 1_000_000;
 pub const MAX_SHARD_PORTS_NODE: i32 = i32::MAX / SHARD_BROKERS - 1;
 
 impl ClusterNode {
+    /// Whether `other` registers what this one did (fenced or not).
+    pub fn same_registration(&self, other: &ClusterNode) -> bool {
+        let mut other = other.clone();
+        other.fenced = self.fenced;
+        *self == other
+    }
+
     /// The broker that serves what this node's shard `placed` owns (a
     /// placement's shard, taken modulo the node's shards as it does): the
     /// node, or with `--shard-ports` that shard.

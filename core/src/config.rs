@@ -158,6 +158,21 @@ pub struct Broker {
     pub rack: Option<String>,
 }
 
+/// This process's incarnation: chosen once per start (the clock's
+/// nanoseconds and the process id), so that a restarted node registers
+/// as new and the quorum fences it until it is heard (leaders it had move
+/// in a new epoch; it leaves the ISRs until its fetches catch up).
+pub fn incarnation() -> u64 {
+    static INCARNATION: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *INCARNATION.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        (nanos ^ ((std::process::id() as u64) << 32)).max(1)
+    })
+}
+
 impl NodeConfig {
     /// How this node registers with its cluster.
     pub fn cluster_node(&self) -> crate::catalog::ClusterNode {
@@ -172,6 +187,7 @@ impl NodeConfig {
             shards: self.shards,
             shard_port_base: self.shard_port_base,
             fenced: false,
+            incarnation: incarnation(),
         }
     }
 

@@ -122,7 +122,7 @@ impl Partition {
                         // Appends copied from a leader are not cached: what
                         // is cached would stop ending at the log end.
                         self.cache.clear();
-                        self.log.stop_leading();
+                        self.log.stop_leading(next.epoch());
                     }
                     if let Role::Leader(l) = &mut next {
                         self.log.set_leader_epoch(l.epoch)?;
@@ -305,6 +305,9 @@ impl Partition {
         appended_tell: Option<oneshot::Sender<()>>,
     ) -> ProduceResult {
         let epoch = self.check_leading(acks)?;
+        // Whether acks=all waits for the followers: as the role was when
+        // the write was taken (`replicated_past` refuses if it changes).
+        let replicated = *self.role.borrow() != Role::Alone;
         let (appended, stored) = match self.log.append(batches, now_ms()).await {
             Ok(r) => r,
             Err(_) => {
@@ -338,7 +341,7 @@ impl Partition {
             self.log.flush_soon();
         } else {
             self.log.durable_past(appended.last_offset).await?;
-            if acks == -1 && *self.role.borrow() != Role::Alone {
+            if acks == -1 && replicated {
                 self.replicated_past(appended.last_offset, epoch).await?;
             }
         }
@@ -509,9 +512,17 @@ impl Partition {
     /// the leader so; then the leader's high watermark (within this log)
     /// and log start are taken. A batch failing its CRC-32C refuses the
     /// whole answer (nothing of it appended).
+    ///
+    /// `epoch` is the leader epoch the fetch was made in: an answer that
+    /// arrives once this node follows in another epoch, or leads, is
+    /// refused whole (NOT_LEADER_OR_FOLLOWER), its high watermark too. A
+    /// deposed leader's late answer (a fetch sent before a cut, delivered
+    /// after it heals) would otherwise put what it took alone, never
+    /// acknowledged, into this log.
     pub async fn append_from_leader(
         &self,
         records: &Bytes,
+        epoch: i32,
         leader_hw: i64,
         leader_start: i64,
     ) -> Result<(), KafkaError> {
@@ -532,12 +543,21 @@ impl Partition {
         }
         if let Some((h, _)) = batches.last() {
             let last = h.last_offset();
-            let (_, stored) = self.log.append_replica(&batches, now_ms()).await?;
+            let (_, stored) = self.log.append_replica(&batches, epoch, now_ms()).await?;
             for (h, bytes) in &stored {
                 bump(&self.counters.bytes_in, bytes.len() as u64);
                 bump(&self.counters.records_in, h.record_count.max(0) as u64);
             }
             self.log.durable_past(last).await?;
+        }
+        if !self.follows_in(epoch) {
+            return Err(KafkaError::new(
+                ErrorCode::NotLeaderOrFollower,
+                format!(
+                    "{}-{}: a fetch answer of leader epoch {epoch} arrived after this node left it",
+                    self.topic, self.index
+                ),
+            ));
         }
         self.log
             .set_high_watermark(leader_hw.min(self.log.durable_end()));
@@ -548,17 +568,29 @@ impl Partition {
         Ok(())
     }
 
+    /// Whether this node follows the partition's leader of `epoch` now.
+    fn follows_in(&self, epoch: i32) -> bool {
+        matches!(&*self.role.borrow(), Role::Follower { epoch: e, .. } if *e == epoch)
+    }
+
     /// Cuts the log back to `offset` (a follower's truncation to where
     /// its leader's log and its own agree, KIP-101/279): never at or
     /// below the high watermark, which every in-sync replica holds.
-    pub async fn truncate_to(&self, offset: i64) -> Result<(), KafkaError> {
+    /// `epoch` is the leader epoch the cut was reconciled in (refused in
+    /// any other, as `append_from_leader` is).
+    pub async fn truncate_to(&self, offset: i64, epoch: i32) -> Result<(), KafkaError> {
         let hw = self.log.high_watermark();
-        assert!(
-            offset >= hw,
-            "{}-{}: truncation to {offset} would cut below the high watermark {hw}",
-            self.topic,
-            self.index
-        );
+        if offset < hw {
+            // Every in-sync replica holds the log below the high
+            // watermark: a cut there would drop committed records.
+            return Err(KafkaError::new(
+                ErrorCode::UnknownServerError,
+                format!(
+                    "{}-{}: truncation to {offset} refused: it would cut below the high watermark {hw}",
+                    self.topic, self.index
+                ),
+            ));
+        }
         if offset >= self.log.log_end() {
             return Ok(());
         }
@@ -569,7 +601,7 @@ impl Partition {
             self.log.log_end()
         );
         self.cache.clear();
-        self.log.truncate_to(offset).await?;
+        self.log.truncate_to(offset, epoch).await?;
         Ok(())
     }
 

@@ -253,8 +253,8 @@ async fn reconcile(
         if cut < end {
             // In a task of its own: a session stopped midway must not leave
             // a truncation half done.
-            let part = f.partition.clone();
-            glommio::spawn_local(async move { part.truncate_to(cut).await })
+            let (part, epoch) = (f.partition.clone(), f.epoch);
+            glommio::spawn_local(async move { part.truncate_to(cut, epoch).await })
                 .detach()
                 .await
                 .ok_or("the truncation's task was lost")?
@@ -340,10 +340,10 @@ async fn fetch_once(
                 0 => {
                     let records = p.records.unwrap_or_default();
                     let part = f.partition.clone();
-                    let (hw, start) = (p.high_watermark, p.log_start_offset);
+                    let (hw, start, epoch) = (p.high_watermark, p.log_start_offset, f.epoch);
                     // In a task of its own, as truncation is.
                     let copy = glommio::spawn_local(async move {
-                        part.append_from_leader(&records, hw, start).await
+                        part.append_from_leader(&records, epoch, hw, start).await
                     })
                     .detach();
                     let part = f.partition.clone();

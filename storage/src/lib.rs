@@ -71,9 +71,10 @@ pub enum StorageError {
     Corrupt(String),
     /// An idempotent producer's batch out of sequence or from an old epoch.
     Sequence(producer_state::SequenceError),
-    /// A leader's append to a replicated log that follows another leader
-    /// now (`PartitionLog::stop_leading`): it would put a batch of the old
-    /// epoch where the new leader's go.
+    /// A write by a role the log no longer has (`PartitionLog::stop_leading`):
+    /// a leader's append once it follows another leader, or a follower's
+    /// copy or truncation made for a leader epoch it no longer follows in.
+    /// Either would put batches of one epoch's leader where another's go.
     NotLeader(String),
 }
 

@@ -70,14 +70,20 @@ class Node:
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                                      env=self.env)
         ready = self.ready = threading.Event()
+        # Every line kept beside the data directory too (the report shows
+        # only the last ones), across restarts.
+        kept = open(self.data_dir.rstrip("/") + ".log", "a")
 
         def drain(proc):
             for line in proc.stderr:
+                kept.write(line)
+                kept.flush()
                 with self.logged:
                     self.log.append(line)
                     self.logged.notify_all()
                 if "weir serving" in line:
                     ready.set()
+            kept.close()
             ready.set()
 
         threading.Thread(target=drain, args=(self.proc,), daemon=True).start()

@@ -28,7 +28,7 @@ mod log_store;
 mod network;
 pub mod peer;
 mod server;
-mod state_machine;
+pub(crate) mod state_machine;
 pub mod types;
 
 use types::{Applied, Command, Meta};

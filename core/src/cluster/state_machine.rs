@@ -97,7 +97,7 @@ impl CatalogMachine {
 
 /// Applies one command to `cat`, answering what happened and the next
 /// catalog if it changed.
-fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
+pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
     match cmd {
         Command::Seed { node, catalog } => {
             if !cat.cluster_id.is_empty() {
@@ -140,9 +140,22 @@ fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             (Applied::Version(next.version), Some(next))
         }
         Command::Register(node) => {
-            if cat.nodes.get(&node.id) == Some(&node) {
+            let known = cat.nodes.get(&node.id);
+            if known.is_some_and(|k| k.same_registration(&node)) {
                 return (Applied::Unchanged, None);
             }
+            // A node new to the cluster, or one restarted (a new
+            // incarnation), comes in fenced, as Kafka's controller takes a
+            // broker's registration: leaders it had move in a new epoch
+            // (its log may have lost an unsynced tail its followers hold,
+            // and must not lead in the epoch they know), and it leaves the
+            // ISRs, rejoining once its fetches catch up. The controller
+            // lifts the fence once it hears the node (`liveness`).
+            let mut node = node;
+            node.fenced = match known {
+                Some(k) if k.incarnation == node.incarnation => k.fenced,
+                _ => true,
+            };
             let mut next = cat.clone();
             next.nodes.insert(node.id, node);
             crate::replication::elect_leaders(&mut next);

@@ -45,6 +45,10 @@ pub struct Leading {
     pub altering: Option<Vec<i32>>,
     /// Whether `altering` has been asked of the quorum.
     pub asked: bool,
+    /// After a refused change, nothing is asked again before this
+    /// (`refused`): a fenced follower fetching, for one, is refused until
+    /// the controller hears it again.
+    pub ask_again_at: Option<Instant>,
     /// The log end when this node became leader: a follower joins the
     /// ISR only once it has reached it (Kafka's leader epoch start).
     pub epoch_start: i64,
@@ -101,6 +105,7 @@ impl Role {
             followers: BTreeMap::new(),
             altering: None,
             asked: false,
+            ask_again_at: None,
             epoch_start: 0,
         })
     }
@@ -214,6 +219,9 @@ impl Leading {
     /// with none wanted, the ISR without the followers behind longer than
     /// `lag`. Marks it asked.
     pub fn isr_to_ask(&mut self, lag: Duration, now: Instant) -> Option<Vec<i32>> {
+        if self.ask_again_at.is_some_and(|at| now < at) {
+            return None;
+        }
         match (&self.altering, self.asked) {
             (Some(_), true) => return None,
             (Some(isr), false) => {
@@ -226,6 +234,14 @@ impl Leading {
         self.altering = Some(isr.clone());
         self.asked = true;
         Some(isr)
+    }
+
+    /// The quorum refused the change asked (or could not be reached): it
+    /// is no longer wanted, and nothing is asked again for `backoff`.
+    pub fn refused(&mut self, now: Instant, backoff: Duration) {
+        self.altering = None;
+        self.asked = false;
+        self.ask_again_at = Some(now + backoff);
     }
 
     /// The ISR without the followers not caught up for longer than `lag`,
@@ -276,6 +292,7 @@ mod tests {
             followers: BTreeMap::new(),
             altering: None,
             asked: false,
+            ask_again_at: None,
             epoch_start: 0,
         }
     }
@@ -323,6 +340,14 @@ mod tests {
         assert_eq!(l.high_watermark(9), Some(5));
         assert_eq!(l.isr_to_ask(lag, t2), Some(vec![1, 2, 3]));
         assert_eq!(l.isr_to_ask(lag, t2), None);
+        // Refused (2 still fenced, say): not wanted, and not asked again
+        // within the backoff even though 2 fetches on.
+        l.refused(t2, Duration::from_millis(500));
+        assert_eq!(l.altering, None);
+        l.fetched(2, 9, 9, 9, t2).unwrap();
+        assert_eq!(l.isr_to_ask(lag, t2 + Duration::from_millis(400)), None);
+        let t3 = t2 + Duration::from_millis(500);
+        assert_eq!(l.isr_to_ask(lag, t3), Some(vec![1, 2, 3]));
     }
 
     #[test]

@@ -12,6 +12,7 @@ fn node(id: i32) -> ClusterNode {
         shards: 1,
         shard_port_base: None,
         fenced: false,
+        incarnation: 1,
     }
 }
 
@@ -112,4 +113,30 @@ fn isr_changes_only_from_the_leader_in_its_epochs() {
     assert!(alter_isr(&mut c, &change(vec![1, 4], 1, 0, 1)).is_err());
     alter_isr(&mut c, &change(vec![3, 1, 2], 1, 0, 1)).unwrap();
     assert_eq!(state(&c), (1, vec![1, 2, 3], 0, 2));
+}
+
+/// A restarted node registers in a new incarnation and comes in fenced:
+/// its leadership moves in a new epoch and it leaves the ISR (its log may
+/// have lost an unsynced tail its followers hold). Registering again in
+/// the same incarnation changes nothing; the fence lifts as usual.
+#[test]
+fn a_restarted_node_registers_fenced_and_its_leadership_moves() {
+    use crate::cluster::state_machine::apply;
+    use crate::cluster::types::{Applied, Command};
+    let c = cluster();
+    let mut again = node(1);
+    again.incarnation = 2;
+    let (applied, next) = apply(&c, Command::Register(again.clone()));
+    assert!(matches!(applied, Applied::Version(_)), "{applied:?}");
+    let mut c = next.unwrap();
+    assert!(c.nodes[&1].fenced);
+    assert_eq!(state(&c), (2, vec![2, 3], 1, 1));
+    let (applied, next) = apply(&c, Command::Register(again));
+    assert!(matches!(applied, Applied::Unchanged), "{applied:?}");
+    assert!(next.is_none());
+    fence(&mut c, 1, false);
+    assert_eq!(state(&c), (2, vec![2, 3], 1, 1));
+    // The same incarnation as recorded: nothing happens.
+    let (applied, _) = apply(&c, Command::Register(c.nodes[&2].clone()));
+    assert!(matches!(applied, Applied::Unchanged), "{applied:?}");
 }

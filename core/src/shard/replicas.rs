@@ -18,6 +18,10 @@ use crate::topic_partition::TopicPartition;
 
 use super::Shard;
 
+/// How long a leader waits after the quorum refused an ISR change before
+/// asking again (the ISR is checked every 100 ms).
+const ISR_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A partition this shard follows: where its leader is and what to ask.
 #[derive(Clone)]
 pub struct Followed {
@@ -35,6 +39,15 @@ impl Shard {
     /// partitions are opened or dropped), and wakes the replica fetcher.
     pub(crate) fn take_roles(self: &Rc<Self>, cat: &Catalog) {
         let me = self.config.node_id;
+        // Until this run of the node is registered (a restart: the
+        // catalog still names its previous incarnation), it leads nothing:
+        // the quorum is about to move its leaderships to a new epoch, and
+        // leading in the old one could reuse offsets its followers hold
+        // with other records (an unsynced tail lost in the crash).
+        let registered = cat
+            .nodes
+            .get(&me)
+            .is_none_or(|n| n.incarnation == crate::config::incarnation());
         let parts: Vec<(TopicPartition, Rc<Partition>)> = self
             .partitions
             .borrow()
@@ -45,7 +58,10 @@ impl Shard {
             let Some(t) = cat.topic(tp.topic()) else {
                 continue;
             };
-            let role = Role::from_catalog(t, tp.partition, me);
+            let role = match Role::from_catalog(t, tp.partition, me) {
+                Role::Leader(l) if !registered => Role::Leaderless { epoch: l.epoch },
+                role => role,
+            };
             if let Err(e) = part.set_role(role) {
                 log::error!("{}-{}: taking its new role: {e}", tp.topic(), tp.partition);
             }
@@ -159,11 +175,15 @@ impl Shard {
                     Err(e) => e.to_string(),
                     Ok(_) => return,
                 };
-                log::warn!("{}-{}: ISR change refused: {why}", part.topic, part.index);
+                log::warn!(
+                    "{}-{}: ISR change refused (asked again in {} ms at the earliest): {why}",
+                    part.topic,
+                    part.index,
+                    ISR_RETRY_BACKOFF.as_millis()
+                );
                 if let Role::Leader(l) = &mut *part.role.borrow_mut() {
                     if l.epoch == epoch {
-                        l.altering = None;
-                        l.asked = false;
+                        l.refused(Instant::now(), ISR_RETRY_BACKOFF);
                     }
                 }
                 // Without the change wanted, the ISR alone bounds it again.

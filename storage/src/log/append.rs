@@ -11,6 +11,14 @@ use bytes::Bytes;
 
 use super::*;
 
+/// Who writes to a log: its leader (or the node of an unreplicated log),
+/// or a follower copying from the leader of an epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Writer {
+    Leader,
+    FollowerIn(i32),
+}
+
 impl PartitionLog {
     /// Assigns offsets to validated batches and stages them. They become
     /// durable (and readable) at the next `flush`. Returns the batches as
@@ -21,7 +29,7 @@ impl PartitionLog {
         batches: &[(BatchHeader, Bytes)],
         now_ms: i64,
     ) -> Result<(Appended, Vec<(BatchHeader, Chunks)>), StorageError> {
-        let _permit = self.lock_for_append(true).await?;
+        let _permit = self.lock_for_append(Writer::Leader).await?;
         {
             let producers = self.producers.borrow();
             for (h, _) in batches {
@@ -91,7 +99,7 @@ impl PartitionLog {
     /// range. (Remembered in memory: the log holds nothing to rebuild it
     /// from after a restart.)
     pub async fn skip_batch(&self, h: &BatchHeader, now_ms: i64) -> Result<Appended, StorageError> {
-        let _permit = self.lock_for_append(true).await?;
+        let _permit = self.lock_for_append(Writer::Leader).await?;
         if let SequenceCheck::Duplicate {
             base_offset,
             last_offset,
@@ -120,11 +128,11 @@ impl PartitionLog {
     }
 
     /// Takes the append lock (appends that may roll a segment await
-    /// inside it), refusing a failed log, and a leader's append
-    /// (`as_leader`) once this node follows another leader.
+    /// inside it), refusing a failed log, and a write `by` a role this log
+    /// no longer has (`check_writer`).
     pub(super) async fn lock_for_append(
         &self,
-        as_leader: bool,
+        by: Writer,
     ) -> Result<glommio::sync::Permit<'_>, StorageError> {
         let permit = self
             .append_lock
@@ -134,15 +142,33 @@ impl PartitionLog {
         if let Some(why) = &self.state.borrow().failed {
             return Err(StorageError::Io(format!("log is failed: {why}")));
         }
-        if as_leader && self.following.get() {
-            return Err(StorageError::NotLeader(format!(
-                "{}: this node follows another leader now",
-                self.dir.display()
-            )));
-        }
+        self.check_writer(by)?;
         Ok(permit)
     }
 
+    /// Refuses a leader's write once this node follows another leader,
+    /// and a follower's made for a leader epoch it no longer follows in
+    /// (a late answer from a deposed leader, or a copy reaching a log that
+    /// leads now): either would put batches of another epoch's leader into
+    /// this one's log.
+    pub(super) fn check_writer(&self, by: Writer) -> Result<(), StorageError> {
+        match (by, self.following.get()) {
+            (Writer::Leader, None) => Ok(()),
+            (Writer::FollowerIn(e), Some(f)) if e == f => Ok(()),
+            (Writer::Leader, Some(_)) => Err(StorageError::NotLeader(format!(
+                "{}: this node follows another leader now",
+                self.dir.display()
+            ))),
+            (Writer::FollowerIn(e), now) => Err(StorageError::NotLeader(format!(
+                "{}: a follower's write made in leader epoch {e} refused: this log {}",
+                self.dir.display(),
+                match now {
+                    None => "is not following (it leads, or is not replicated)".to_string(),
+                    Some(f) => format!("follows in leader epoch {f} now"),
+                }
+            ))),
+        }
+    }
     /// Rolls to a new segment when the active one is too big or too old.
     pub(super) async fn maybe_roll(&self, incoming: u64, now_ms: i64) -> Result<(), StorageError> {
         let cfg = self.config.get();

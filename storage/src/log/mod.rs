@@ -274,9 +274,12 @@ pub struct PartitionLog {
     /// The leader epoch `append` stamps into batches (`set_leader_epoch`);
     /// `batch::LEADER_EPOCH` until a leader sets one.
     stamp_epoch: Cell<i32>,
-    /// A replicated log following another leader: `append` (a leader's)
-    /// is refused until `set_leader_epoch`.
-    following: Cell<bool>,
+    /// The leader epoch a replicated log follows another leader in
+    /// (`stop_leading`): a leader's `append` is refused until
+    /// `set_leader_epoch`, and a follower's copy or truncation is taken
+    /// only in this epoch (one from an earlier leader's late answer is
+    /// refused). `None` while it leads or was never replicated.
+    following: Cell<Option<i32>>,
 }
 
 /// Bytes being read ahead: the batches from `offset`, at `pos` in segment

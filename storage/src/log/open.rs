@@ -74,7 +74,7 @@ impl PartitionLog {
             corrupt: RefCell::default(),
             epochs: RefCell::new(epochs),
             stamp_epoch: Cell::new(stamp),
-            following: Cell::new(false),
+            following: Cell::new(None),
         })
     }
 }

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 
+use super::append::Writer;
 use super::epochs;
 use super::open::producer_snapshot;
 use super::read::read_exact;
@@ -90,16 +91,19 @@ impl PartitionLog {
     pub fn set_leader_epoch(&self, epoch: i32) -> Result<(), StorageError> {
         self.note_epoch(epoch, self.log_end())?;
         self.stamp_epoch.set(epoch);
-        self.following.set(false);
+        self.following.set(None);
         Ok(())
     }
 
-    /// This log's node no longer leads the partition: a leader's `append`
-    /// still in flight (waiting for the append lock) is refused rather
-    /// than land among the new leader's batches, and the high watermark
-    /// stops following the durable end.
-    pub fn stop_leading(&self) {
-        self.following.set(true);
+    /// This log's node no longer leads the partition; it follows the
+    /// leader of `epoch` (or waits for one). A leader's `append` still in
+    /// flight (waiting for the append lock) is refused rather than land
+    /// among the new leader's batches; from now on only copies and
+    /// truncations made in `epoch` are taken (`append_replica`,
+    /// `truncate_to`); and the high watermark stops following the durable
+    /// end.
+    pub fn stop_leading(&self, epoch: i32) {
+        self.following.set(Some(epoch));
         self.state.borrow_mut().follows_durable = false;
     }
 
@@ -121,12 +125,16 @@ impl PartitionLog {
     /// each batch's epoch is assigned in the epoch cache as Kafka's
     /// follower does. Segments roll as for `append`, and the batches become
     /// durable with the next flush. Returns what `append` returns.
+    ///
+    /// `epoch` is the leader epoch the batches were fetched in: refused
+    /// unless this log follows in it (`stop_leading`).
     pub async fn append_replica(
         &self,
         batches: &[(BatchHeader, Bytes)],
+        epoch: i32,
         now_ms: i64,
     ) -> Result<(Appended, Vec<(BatchHeader, Chunks)>), StorageError> {
-        let _permit = self.lock_for_append(false).await?;
+        let _permit = self.lock_for_append(Writer::FollowerIn(epoch)).await?;
         let start = self.log_end();
         let mut expected = start;
         let mut next_epochs = self.epochs.borrow().clone();
@@ -225,12 +233,16 @@ impl PartitionLog {
     /// segment gets a new empty active segment after it, so a segment
     /// compaction left gaps in never becomes the active one (its scan
     /// would stop at a gap).
-    pub async fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
+    ///
+    /// `epoch` is the leader epoch the cut was reconciled in: refused
+    /// unless this log follows in it (`stop_leading`).
+    pub async fn truncate_to(&self, offset: i64, epoch: i32) -> Result<(), StorageError> {
         let _permit = self
             .append_lock
             .acquire_permit(1)
             .await
             .expect("semaphore open");
+        self.check_writer(Writer::FollowerIn(epoch))?;
         {
             let st = self.state.borrow();
             if offset < st.log_start {

@@ -151,10 +151,21 @@ fn a_follower_keeps_its_leaders_batches_and_producers() {
         leader.flush().await.unwrap();
         let all = stored(&leader, 0).await;
 
+        // Only copies of the epoch it follows in are taken.
+        let refused = |r: Result<_, StorageError>| match r {
+            Err(StorageError::NotLeader(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        let why = refused(follower.append_replica(&all[..1], 6, 5).await);
+        assert!(why.contains("is not following"), "{why}");
+        follower.stop_leading(6);
+        let why = refused(follower.append_replica(&all[..1], 5, 5).await);
+        assert!(why.contains("follows in leader epoch 6 now"), "{why}");
+        assert_eq!(follower.log_end(), 0);
         // In two fetches; a gap and an overlap are refused, whole.
         let (first, rest) = all.split_at(4);
-        follower.append_replica(first, 5).await.unwrap();
-        let gap = follower.append_replica(&rest[1..], 5).await;
+        follower.append_replica(first, 6, 5).await.unwrap();
+        let gap = follower.append_replica(&rest[1..], 6, 5).await;
         match gap {
             Err(StorageError::Corrupt(why)) => assert!(
                 why.contains(&format!(
@@ -165,9 +176,9 @@ fn a_follower_keeps_its_leaders_batches_and_producers() {
             ),
             other => panic!("{other:?}"),
         }
-        assert!(follower.append_replica(&all[..1], 5).await.is_err());
+        assert!(follower.append_replica(&all[..1], 6, 5).await.is_err());
         assert_eq!(follower.log_end(), rest[0].0.base_offset);
-        let (a, out) = follower.append_replica(rest, 5).await.unwrap();
+        let (a, out) = follower.append_replica(rest, 6, 5).await.unwrap();
         assert_eq!(a.base_offset, rest[0].0.base_offset);
         assert_eq!(a.last_offset, leader.log_end() - 1);
         assert_eq!(out.len(), rest.len());
@@ -184,8 +195,9 @@ fn a_follower_keeps_its_leaders_batches_and_producers() {
             leader.aborted_between(0, 100)
         );
         assert_eq!(follower.last_stable_offset(), leader.last_stable_offset());
-        // After a failover, a resend of an early batch is a duplicate
-        // answered with its original offsets.
+        // After a failover (this follower leads in epoch 7), a resend of
+        // an early batch is a duplicate answered with its original offsets.
+        follower.set_leader_epoch(7).unwrap();
         let (again, stored_again) = follower
             .append(&producer_batch(7, 0, 10, 2), 9)
             .await
@@ -202,6 +214,8 @@ fn a_follower_keeps_its_leaders_batches_and_producers() {
         let follower = PartitionLog::open(&fd, cfg, 0).await.unwrap();
         assert_eq!(stored(&follower, 0).await, all);
         assert_eq!(follower.producers(), summary);
+        // Epoch 7 began at the log end and has no batch: opening drops it,
+        // as Kafka's truncateFromEnd(logEndOffset) at load does.
         assert_eq!(follower.epoch_entries(), leader.epoch_entries());
         assert_eq!(follower.leader_epoch(), 6);
     });
@@ -231,7 +245,8 @@ async fn log_of(d: &std::path::Path, cfg: LogConfig, n: i32) -> PartitionLog {
 /// Truncates to `to`, then checks the log ends there, its producer state
 /// takes the sequence at `to` again, more appends and a reopen read back.
 async fn truncate_and_check(d: &std::path::Path, cfg: LogConfig, log: PartitionLog, to: i64) {
-    log.truncate_to(to).await.unwrap();
+    log.stop_leading(9);
+    log.truncate_to(to, 9).await.unwrap();
     assert_eq!((log.log_end(), log.durable_end()), (to, to));
     assert!(log.high_watermark() <= to);
     assert_eq!(
@@ -239,6 +254,17 @@ async fn truncate_and_check(d: &std::path::Path, cfg: LogConfig, log: PartitionL
         (0..to).map(|o| (o, o)).collect::<Vec<_>>()
     );
     assert!(log.epoch_entries().iter().all(|&(_, s)| s < to));
+    // A copy or truncation of another epoch is refused.
+    assert!(matches!(
+        log.truncate_to(0, 8).await,
+        Err(StorageError::NotLeader(_))
+    ));
+    // This follower becomes the leader.
+    log.set_leader_epoch(9).unwrap();
+    assert!(matches!(
+        log.truncate_to(0, 9).await,
+        Err(StorageError::NotLeader(_))
+    ));
     // A sequence appended after the cut is new again.
     let (a, _) = log
         .append(&producer_batch(7, 0, to as i32, 1), 2)
@@ -331,23 +357,27 @@ fn truncation_across_several_segments_and_epochs() {
             *st.segments.range(..=9).next_back().unwrap().0
         };
         let to = if base_of_9 == 9 { 10 } else { 9 };
-        log.truncate_to(to).await.unwrap();
+        log.stop_leading(9);
+        log.truncate_to(to, 9).await.unwrap();
         assert!(segments(&d) < before);
         assert_eq!(log.epoch_entries(), vec![(0, 0)]);
         assert_eq!(log.end_offset_for(0), (0, to));
         assert_eq!(log.end_offset_for(2), (-1, -1));
         // Below the log start: refused. At or past the end: nothing.
-        log.truncate_to(100).await.unwrap();
+        log.stop_leading(9);
+        log.truncate_to(100, 9).await.unwrap();
         assert_eq!(log.log_end(), to);
         truncate_and_check(&d, small(), log, to).await;
         let log = PartitionLog::open(&d, small(), 0).await.unwrap();
         log.delete_records_before(2).unwrap();
+        log.stop_leading(9);
         assert!(matches!(
-            log.truncate_to(1).await,
+            log.truncate_to(1, 9).await,
             Err(StorageError::OffsetOutOfRange { .. })
         ));
         // To the log start: nothing is left but the start.
-        log.truncate_to(2).await.unwrap();
+        log.stop_leading(9);
+        log.truncate_to(2, 9).await.unwrap();
         assert_eq!((log.log_start(), log.log_end()), (2, 2));
         drop(log);
         let log = PartitionLog::open(&d, small(), 0).await.unwrap();
@@ -365,7 +395,8 @@ fn truncation_inside_a_batch_cuts_at_its_start() {
             log.append(&batches(3, 1), 1).await.unwrap();
         }
         log.flush().await.unwrap();
-        log.truncate_to(4).await.unwrap();
+        log.stop_leading(9);
+        log.truncate_to(4, 9).await.unwrap();
         assert_eq!(log.log_end(), 3);
         assert_eq!(offsets(&log).await, vec![(0, 2)]);
     });
