@@ -81,23 +81,30 @@ class Cluster:
 
 class Partition:
     """Cuts nodes apart with nftables: packets between the addresses of
-    `side` and those of every other node are dropped (both ways), until
-    `heal`. Client traffic (from 127.0.0.1) still reaches every node. The
-    table is the test's own and removed on heal."""
+    `side` and those of every other node are dropped (both ways; with
+    `one_way`, only those leaving `side`; with `loss`, only that share of
+    them, at random; `side` None: between every two nodes), until `heal`.
+    Client traffic (from 127.0.0.1) still reaches every node. The table is
+    the test's own and removed on heal."""
 
-    def __init__(self, cluster, side):
+    def __init__(self, cluster, side, one_way=False, loss=None):
         import os
         self.table = f"weir_partition_{os.getpid()}"
-        inside = {cluster.hosts[n - 1] for n in side}
-        outside = set(cluster.hosts) - inside
+        inside = {cluster.hosts[n - 1] for n in side} if side else set(cluster.hosts)
+        outside = set(cluster.hosts) - inside if side else inside
         assert inside and outside and "127.0.0.1" not in inside | outside
+        one_way = one_way or not side
         a, b = "{ " + ", ".join(sorted(inside)) + " }", "{ " + ", ".join(sorted(outside)) + " }"
+        drop = "drop" if loss is None else f"numgen random mod 100 < {int(loss * 100)} drop"
+        rules = [f"ip saddr {a} ip daddr {b} {drop}"]
+        if not one_way:
+            rules.append(f"ip saddr {b} ip daddr {a} {drop}")
+        body = "\n        ".join(rules)
         self.rules = f"""
 table inet {self.table} {{
     chain output {{
         type filter hook output priority 0; policy accept;
-        ip saddr {a} ip daddr {b} drop
-        ip saddr {b} ip daddr {a} drop
+        {body}
     }}
 }}
 """

@@ -213,13 +213,13 @@ class LiveReader:
     its polls, and each record read must be in the final log at the offset
     it was read from."""
 
-    def __init__(self, bootstrap, topic, partitions):
+    def __init__(self, bootstrap, topic, partitions, **conf):
         from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
         self.read = []
         self.errors = []
         self.stopping = threading.Event()
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "live-reader",
-                                  "enable.auto.commit": False})
+                                  "enable.auto.commit": False, **conf})
         self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
@@ -243,6 +243,138 @@ class LiveReader:
         return self.read
 
 
+class LiveTransformer:
+    """Kafka's exactly-once loop on a thread of its own: a consumer of the
+    group `transformers` (read_committed) takes records from `source`,
+    and a transactional producer writes each as `out-<value>` to the same
+    partition of `sink` and commits the consumer's offsets in the same
+    transaction. Any error in a round (a coordinator or leader moving, a
+    fence) ends it: the transaction is aborted (or the producer made
+    again, which fences and aborts it) and the consumer made again from
+    the group's committed offsets, as an application would."""
+
+    def __init__(self, bootstrap, source, sink):
+        self.bootstrap, self.source, self.sink = bootstrap, source, sink
+        self.committed, self.restarts, self.errors = 0, 0, []
+        self.consumer = self.producer = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def start(self):
+        from confluent_kafka import Consumer
+        if self.producer is None:
+            self.producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "transformer",
+                                      "transaction.timeout.ms": 30000})
+            self.producer.init_transactions(30)
+        self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "transformers",
+                                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                                  "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+        self.consumer.subscribe([self.source])
+
+    def round(self):
+        from confluent_kafka import TopicPartition
+        msgs = [m for m in self.consumer.consume(200, 0.5) if m.error() is None]
+        if not msgs:
+            return
+        self.producer.begin_transaction()
+        nxt = {}
+        for m in msgs:
+            self.producer.produce(self.sink, value=b"out-" + m.value(), partition=m.partition())
+            nxt[m.partition()] = m.offset() + 1
+        self.producer.send_offsets_to_transaction([TopicPartition(self.source, p, o) for p, o in nxt.items()],
+                                                  self.consumer.consumer_group_metadata(), 30)
+        self.producer.commit_transaction(30)
+        self.committed += 1
+
+    def restart(self):
+        self.restarts += 1
+        try:
+            self.producer.abort_transaction(10)
+        except Exception:
+            self.producer = None  # made again: init_transactions fences and aborts
+        try:
+            self.consumer.close()
+        except Exception:
+            pass
+        self.consumer = None
+
+    def run(self):
+        from confluent_kafka import KafkaException
+        while not self.stopping.is_set():
+            try:
+                if self.consumer is None:
+                    self.start()
+                self.round()
+            except KafkaException:
+                self.restart()
+            except Exception as e:  # a bug of the loop itself
+                self.errors.append(repr(e))
+                return
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(120)
+        assert not self.thread.is_alive(), "the transformer did not stop"
+        if self.consumer is not None:
+            self.consumer.close()
+        assert self.errors == [], self.errors
+
+
+def consume_committed(bootstrap, topic, partitions, timeout=60):
+    """Every partition read under read_committed, from its start until the
+    consumer's position reaches its end (markers and aborted records are
+    never delivered, so the last record delivered need not be the end)."""
+    from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "committed-reader", "enable.auto.commit": False,
+                  "isolation.level": "read_committed"})
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    ends = {tp.partition: c.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    out = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = c.poll(0.2)
+        if m is not None:
+            assert m.error() is None, m.error()
+            out.append(m)
+        at = {tp.partition: tp.offset for tp in c.position(tps)}
+        if all(end == 0 or at[p] >= end for p, end in ends.items()):
+            break
+    else:
+        raise AssertionError(f"read {len(out)} records; positions {at}, ends {ends}")
+    c.close()
+    return out
+
+
+def check_transformed(bootstrap, source, source_at, sink, partitions):
+    """Exactly once: the group's committed offset of each source partition
+    splits it in two; every record below it has its output in `sink`
+    (committed, read_committed) exactly once and in order, none above it
+    has one, and no output comes from nowhere. Returns the sink as read."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "transformers", "enable.auto.commit": False})
+    committed = {tp.partition: tp.offset
+                 for tp in c.committed([TopicPartition(source, p) for p in range(partitions)], timeout=30)}
+    c.close()
+    out = consume_committed(bootstrap, sink, partitions)
+    sources = {}
+    last = {}
+    for m in out:
+        v = m.value().decode()
+        assert v.startswith("out-") and v[4:] in source_at, f"an output of nothing: {v}"
+        p, o = source_at[v[4:]]
+        assert v not in sources, f"{v} written twice: at {sources[v]} and {(m.partition(), m.offset())}"
+        sources[v] = (m.partition(), m.offset())
+        assert m.partition() == p and o > last.get(p, -1), f"{v} out of order in partition {p}"
+        last[p] = o
+    for v, (p, o) in source_at.items():
+        below = o < max(committed[p], 0)
+        assert below == (f"out-{v}" in sources), \
+            f"{v} at {p}/{o}, committed {committed[p]}: output {'missing' if below else 'without a commit'}"
+    return out
+
+
 def pause(node):
     node.proc.send_signal(__import__("signal").SIGSTOP)
 
@@ -257,10 +389,14 @@ def test_faults_one_after_another_lose_nothing_acknowledged(tmp_path):
     partitions, following others; sometimes the controller), SIGSTOP of
     one past its session, one cut off from the others by nftables while a
     client still reaches it (what it takes then is never acknowledged and
-    is gone once it is back), and all three killed at once. A producer
-    (idempotent, acks=all) and a reader run throughout; after every fault
-    the cluster heals back to every replica in sync, and the checker
-    reads the topic back against every acknowledgement."""
+    is gone once it is back), one whose packets to the others are lost
+    (one way), 30% of the packets between nodes lost, and all three killed
+    at once. A producer (idempotent, acks=all), a reader, Kafka's
+    exactly-once loop (a committing group and a transactional producer)
+    and a read_committed reader of its output run throughout; after every
+    fault the cluster heals back to every replica in sync, and the
+    checkers read the topics back against every acknowledgement, every
+    read and every committed transaction."""
     import os
     import random
     from cluster import Partition
@@ -269,15 +405,21 @@ def test_faults_one_after_another_lose_nothing_acknowledged(tmp_path):
     print(f"nemesis seed {seed}, {duration:.0f} s")
     rng = random.Random(seed)
     cluster = Cluster(tmp_path, hosts=["127.0.0.21", "127.0.0.22", "127.0.0.23"], session_ms=1500).start()
-    topic, parts = "nemesis", 6
+    topic, sink, parts = "nemesis", "nemesis-out", 6
     everyone = ",".join(n.bootstrap for n in cluster.nodes)
     try:
         create_replicated(cluster.node(1), topic, partitions=parts, rf=3)
+        create_replicated(cluster.node(1), sink, partitions=parts, rf=3)
         all_in_sync = lambda s: len(s) == parts and all(isr == [1, 2, 3] and leader > 0
                                                         for leader, _, isr in s.values())
-        await_partitions(cluster, topic, all_in_sync)
+        for t in (topic, sink):
+            await_partitions(cluster, t, all_in_sync)
         live = LiveProducer(everyone, topic, **{"message.timeout.ms": 120000})
         reader = LiveReader(everyone, topic, parts)
+        # The exactly-once loop and a read_committed reader of its output.
+        transformer = LiveTransformer(everyone, topic, sink)
+        committed_reader = LiveReader(everyone, sink, parts, **{"isolation.level": "read_committed",
+                                                               "group.id": "committed-live-reader"})
         never_acked = []
         # Connections to a cut-off leader with writes awaiting its answer.
         cut_off = []
@@ -326,6 +468,16 @@ def test_faults_one_after_another_lose_nothing_acknowledged(tmp_path):
                 assert not acked, f"a cut-off leader acknowledged writes to (partition, offset) {acked}"
             cut_off.clear()
 
+        def one_way():
+            # Its packets to the others are lost; theirs still arrive.
+            with Partition(cluster, [rng.randint(1, 3)], one_way=True):
+                time.sleep(rng.uniform(3, 6))
+
+        def lossy():
+            # 30% of the packets between any two nodes lost, at random.
+            with Partition(cluster, None, loss=0.3):
+                time.sleep(rng.uniform(4, 8))
+
         def kill_all():
             for n in cluster.nodes:
                 n.kill()
@@ -334,7 +486,7 @@ def test_faults_one_after_another_lose_nothing_acknowledged(tmp_path):
             for n in cluster.nodes:
                 n.ready.wait(30)
 
-        every = {f.__name__: f for f in (kill_one, pause_one, isolate_one, kill_all)}
+        every = {f.__name__: f for f in (kill_one, pause_one, isolate_one, one_way, lossy, kill_all)}
         # WEIR_NEMESIS_FAULTS names the faults drawn from (default: all).
         only = os.environ.get("WEIR_NEMESIS_FAULTS", ",".join(every))
         faults = [every[name] for name in only.split(",")]
@@ -353,12 +505,22 @@ def test_faults_one_after_another_lose_nothing_acknowledged(tmp_path):
                 time.sleep(0.05)
         print(f"faults: {done}")
         acked = live.stop()
+        transformer.stop()
         read = reader.stop()
-        assert reader.errors == [], reader.errors[:5]
+        read_committed = committed_reader.stop()
+        assert reader.errors == [] and committed_reader.errors == [], (reader.errors + committed_reader.errors)[:5]
         final = check_every_acknowledged_record(everyone, topic, parts, acked)
         at = {m.value().decode(): (m.partition(), m.offset()) for m in final}
         dirty = [(v, p, o) for v, p, o in read if at.get(v) != (p, o)]
         assert not dirty, f"records read that are not in the final log there: {dirty[:5]}"
+        # Exactly once through the transactional loop, and no aborted or
+        # uncommitted output read under read_committed.
+        out = check_transformed(everyone, topic, at, sink, parts)
+        out_at = {m.value().decode(): (m.partition(), m.offset()) for m in out}
+        dirty = [(v, p, o) for v, p, o in read_committed if out_at.get(v) != (p, o)]
+        assert not dirty, f"read_committed read what is not committed there: {dirty[:5]}"
+        print(f"{transformer.committed} transactions committed ({len(out)} outputs), "
+              f"{transformer.restarts} rounds ended by a fault")
         kept = [v for v in never_acked if v in at]
         assert not kept, f"writes a cut-off leader took are in the log: {kept}"
         # Every replica holds the same log end.
