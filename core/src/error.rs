@@ -52,6 +52,7 @@ pub enum ErrorCode {
     InvalidProducerIdMapping = 49,
     InvalidTransactionTimeout = 50,
     ConcurrentTransactions = 51,
+    TransactionCoordinatorFenced = 52,
     KafkaStorageError = 56,
     FencedLeaderEpoch = 74,
     UnknownLeaderEpoch = 75,
@@ -149,6 +150,9 @@ impl From<weir_storage::StorageError> for KafkaError {
             S::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             S::Sequence(SequenceError::OutOfOrder { .. }) => ErrorCode::OutOfOrderSequenceNumber,
             S::Sequence(SequenceError::StaleEpoch { .. }) => ErrorCode::InvalidProducerEpoch,
+            S::Sequence(SequenceError::CoordinatorFenced { .. }) => {
+                ErrorCode::TransactionCoordinatorFenced
+            }
             // A failed disk is Kafka's storage error: the client retries, and
             // nothing is acknowledged that was not synced.
             S::Io(_) | S::Corrupt(_) => ErrorCode::KafkaStorageError,

@@ -156,10 +156,12 @@ impl Marker {
     }
 }
 
-/// The marker a control batch holds (`batch` is the whole batch): its
-/// first record's key is (version i16, type i16). `None` for another
-/// control type or bytes that are not one.
-pub fn control_marker(batch: &[u8], h: &BatchHeader) -> Option<Marker> {
+/// The marker a control batch holds (`batch` is the whole batch) and the
+/// epoch of the coordinator that wrote it: its first record's key is
+/// (version i16, type i16), its value (version i16, coordinator epoch
+/// i32; -1 when the value is missing). `None` for another control type or
+/// bytes that are not one.
+pub fn control_marker(batch: &[u8], h: &BatchHeader) -> Option<(Marker, i32)> {
     if !h.is_control() || h.attributes & ATTR_COMPRESSION_MASK != 0 {
         return None;
     }
@@ -172,11 +174,17 @@ pub fn control_marker(batch: &[u8], h: &BatchHeader) -> Option<Marker> {
     if key_len < 4 {
         return None;
     }
-    match i16::from_be_bytes(batch.get(at + 2..at + 4)?.try_into().ok()?) {
-        0 => Some(Marker::Abort),
-        1 => Some(Marker::Commit),
-        _ => None,
-    }
+    let marker = match i16::from_be_bytes(batch.get(at + 2..at + 4)?.try_into().ok()?) {
+        0 => Marker::Abort,
+        1 => Marker::Commit,
+        _ => return None,
+    };
+    at += key_len as usize;
+    let coordinator_epoch = read_varlong(batch, &mut at)
+        .filter(|&n| n >= 6)
+        .and_then(|_| batch.get(at + 2..at + 6))
+        .map_or(-1, |b| i32::from_be_bytes(b.try_into().expect("4 bytes")));
+    Some((marker, coordinator_epoch))
 }
 
 /// Checks the CRC-32C of a complete batch. `batch` must hold exactly one batch.

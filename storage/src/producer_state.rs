@@ -45,6 +45,11 @@ pub struct ProducerEntry {
     pub last_append_ms: i64,
     /// The offset of this producer's first batch in its open transaction.
     pub txn_first_offset: Option<i64>,
+    /// The highest coordinator epoch of its markers here (-1: none): a
+    /// marker from an older coordinator is refused (Kafka's
+    /// TRANSACTION_COORDINATOR_FENCED), since a deposed coordinator's late
+    /// marker could end a later transaction of the same producer.
+    pub coordinator_epoch: i32,
 }
 
 /// What to do with a producer's batch.
@@ -59,8 +64,20 @@ pub enum SequenceCheck {
 /// Why a producer's batch is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SequenceError {
-    OutOfOrder { expected: i32, got: i32 },
-    StaleEpoch { current: i16, got: i16 },
+    OutOfOrder {
+        expected: i32,
+        got: i32,
+    },
+    StaleEpoch {
+        current: i16,
+        got: i16,
+    },
+    /// A marker from a coordinator older than one that wrote a marker
+    /// for the producer here.
+    CoordinatorFenced {
+        current: i32,
+        got: i32,
+    },
 }
 
 impl std::fmt::Display for SequenceError {
@@ -76,6 +93,12 @@ impl std::fmt::Display for SequenceError {
                 write!(
                     f,
                     "producer epoch {got} is older than the current epoch {current}"
+                )
+            }
+            SequenceError::CoordinatorFenced { current, got } => {
+                write!(
+                    f,
+                    "a transaction marker of coordinator epoch {got}, older than {current}, which wrote one already"
                 )
             }
         }
@@ -122,6 +145,18 @@ impl ProducerStates {
 
     pub fn get(&self, producer_id: i64) -> Option<&ProducerEntry> {
         self.producers.get(&producer_id)
+    }
+
+    /// Checks a marker's coordinator epoch before it is appended (`check`
+    /// checks the rest).
+    pub fn check_coordinator(&self, h: &BatchHeader, epoch: i32) -> Result<(), SequenceError> {
+        match self.producers.get(&h.producer_id) {
+            Some(e) if epoch < e.coordinator_epoch => Err(SequenceError::CoordinatorFenced {
+                current: e.coordinator_epoch,
+                got: epoch,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Checks a batch before it is appended. Batches without a producer id
@@ -188,8 +223,8 @@ impl ProducerStates {
     }
 
     /// Records an appended batch (its base offset assigned); `marker` is
-    /// what a control batch says.
-    pub fn record(&mut self, h: &BatchHeader, marker: Option<Marker>, now_ms: i64) {
+    /// what a control batch says, with its coordinator's epoch.
+    pub fn record(&mut self, h: &BatchHeader, marker: Option<(Marker, i32)>, now_ms: i64) {
         if h.producer_id < 0 {
             return;
         }
@@ -201,6 +236,7 @@ impl ProducerStates {
                 batches: VecDeque::new(),
                 last_append_ms: now_ms,
                 txn_first_offset: None,
+                coordinator_epoch: -1,
             });
         if h.producer_epoch != entry.epoch {
             entry.epoch = h.producer_epoch;
@@ -210,6 +246,10 @@ impl ProducerStates {
         if h.is_control() {
             // A marker ends the producer's transaction here; it has no
             // sequence of its own.
+            if let Some((_, epoch)) = marker {
+                entry.coordinator_epoch = entry.coordinator_epoch.max(epoch);
+            }
+            let marker = marker.map(|(m, _)| m);
             if let Some(first) = entry.txn_first_offset.take() {
                 self.open.remove(&(first, h.producer_id));
                 let end = h.base_offset;
@@ -306,7 +346,8 @@ impl ProducerStates {
     }
 
     /// Snapshot bytes: `SNAPSHOT_MAGIC`, the count, each producer (its
-    /// open transaction's first offset or -1) and its batches, the
+    /// open transaction's first offset or -1, its coordinator epoch) and
+    /// its batches, the
     /// transactions ending and aborted, then a CRC-32C of everything before
     /// it. (A snapshot without the magic is the format before transactions:
     /// the same producers, no transactions.)
@@ -321,6 +362,7 @@ impl ProducerStates {
             out.extend_from_slice(&e.epoch.to_be_bytes());
             out.extend_from_slice(&e.last_append_ms.to_be_bytes());
             out.extend_from_slice(&e.txn_first_offset.unwrap_or(-1).to_be_bytes());
+            out.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
             out.push(e.batches.len() as u8);
             for b in &e.batches {
                 out.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -354,7 +396,8 @@ impl ProducerStates {
         if crc32c::crc32c(body) != u32::from_be_bytes(crc.try_into().ok()?) {
             return None;
         }
-        let with_txns = body.starts_with(&SNAPSHOT_MAGIC);
+        let with_coordinators = body.starts_with(&SNAPSHOT_MAGIC);
+        let with_txns = with_coordinators || body.starts_with(&SNAPSHOT_MAGIC_V2);
         let mut at = if with_txns { SNAPSHOT_MAGIC.len() } else { 0 };
         let mut take = |n: usize| -> Option<&[u8]> {
             let s = body.get(at..at + n)?;
@@ -372,6 +415,10 @@ impl ProducerStates {
                 Some(i64_at(take(8)?)).filter(|o| *o >= 0)
             } else {
                 None
+            };
+            let coordinator_epoch = match with_coordinators {
+                true => i32::from_be_bytes(take(4)?.try_into().ok()?),
+                false => -1,
             };
             let n = take(1)?[0] as usize;
             let mut batches = VecDeque::with_capacity(n.min(BATCHES_KEPT));
@@ -393,6 +440,7 @@ impl ProducerStates {
                     batches,
                     last_append_ms,
                     txn_first_offset,
+                    coordinator_epoch,
                 },
             );
         }
@@ -414,9 +462,12 @@ impl ProducerStates {
     }
 }
 
-/// The first bytes of a snapshot with transactions (a count of producers
-/// in the older format never starts so: it would be 1.46 billion).
-const SNAPSHOT_MAGIC: [u8; 4] = *b"WPS2";
+/// The first bytes of a snapshot with transactions and coordinator
+/// epochs (a count of producers in the first format never starts so: it
+/// would be 1.46 billion).
+const SNAPSHOT_MAGIC: [u8; 4] = *b"WPS3";
+/// The same, from before coordinator epochs were kept (none: -1).
+const SNAPSHOT_MAGIC_V2: [u8; 4] = *b"WPS2";
 
 #[cfg(test)]
 mod tests {
@@ -527,13 +578,21 @@ mod tests {
         assert_eq!(s.first_unstable(7), Some(2));
         assert_eq!(s.open_transaction(2), Some(2));
         // 2 aborts at 7; until the marker is durable it still holds.
-        s.record(&marker(2, 0, 7), Some(Marker::Abort), 0);
+        s.record(&marker(2, 0, 7), Some((Marker::Abort, 3)), 0);
         assert_eq!(s.open_transaction(2), None);
         assert_eq!(s.first_unstable(7), Some(2));
         assert_eq!(s.first_unstable(8), Some(5));
         s.settle(8);
         // 3 commits at 8: nothing unstable once durable.
-        s.record(&marker(3, 0, 8), Some(Marker::Commit), 0);
+        s.record(&marker(3, 0, 8), Some((Marker::Commit, 3)), 0);
+        // A marker of an older coordinator is refused; of the same or a
+        // newer one, taken.
+        assert_eq!(
+            s.check_coordinator(&marker(3, 0, 9), 2),
+            Err(SequenceError::CoordinatorFenced { current: 3, got: 2 })
+        );
+        assert_eq!(s.check_coordinator(&marker(3, 0, 9), 3), Ok(()));
+        assert_eq!(s.check_coordinator(&marker(9, 0, 9), 0), Ok(()));
         assert_eq!(s.first_unstable(9), None);
         let aborted = AbortedTxn {
             producer_id: 2,
@@ -551,6 +610,24 @@ mod tests {
         assert_eq!(s.open_transaction(4), Some(9));
         s.forget_before(8);
         assert_eq!(s.aborted_between(0, 10), vec![]);
+    }
+
+    #[test]
+    fn snapshots_from_before_coordinator_epochs_still_load() {
+        let mut old = b"WPS2".to_vec();
+        old.extend_from_slice(&1u32.to_be_bytes());
+        old.extend_from_slice(&7i64.to_be_bytes());
+        old.extend_from_slice(&2i16.to_be_bytes());
+        old.extend_from_slice(&99i64.to_be_bytes());
+        old.extend_from_slice(&12i64.to_be_bytes()); // open at 12
+        old.push(0);
+        old.extend_from_slice(&0u32.to_be_bytes());
+        old.extend_from_slice(&0u32.to_be_bytes());
+        let crc = crc32c::crc32c(&old);
+        old.extend_from_slice(&crc.to_be_bytes());
+        let s = ProducerStates::decode(&old).unwrap();
+        assert_eq!(s.get(7).unwrap().coordinator_epoch, -1);
+        assert_eq!(s.open_transaction(7), Some(12));
     }
 
     #[test]

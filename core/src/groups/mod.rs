@@ -187,6 +187,14 @@ impl Coordinator {
         )
     }
 
+    /// The coordinator epoch markers for `key`'s transactions carry: the
+    /// leader epoch its slot was loaded in here (each new coordinator of
+    /// a slot has a higher one); 0 for this node's own group logs.
+    pub(crate) fn coordinator_epoch(&self, key: &str) -> i32 {
+        let p = self.partition_of(key);
+        self.loaded_in.borrow().get(&p).copied().unwrap_or(0)
+    }
+
     /// Keys belong to the cluster's replicated groups topic from now on.
     pub fn use_slots(&self) {
         self.slotted.set(true);

@@ -16,15 +16,25 @@ use crate::shard::Shard;
 use crate::topic_partition::TopicPartition;
 use weir_storage::batch::Marker;
 
+/// The end of one producer's transaction, as its coordinator writes it
+/// (Kafka's WriteTxnMarkers entry).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(crate) struct MarkerOf {
+    pub commit: bool,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// The coordinator's epoch (its groups-topic slot's leader epoch): a
+    /// partition refuses a marker older than one it has for the producer.
+    pub coordinator_epoch: i32,
+}
+
 /// What a coordinator asks of another node.
 #[derive(Debug, Serialize, Deserialize)]
 enum Request {
-    /// Append the end marker of producer `producer_id`'s transaction to
-    /// each of these partitions (their leader is the asked node).
+    /// Append the end marker to each of these partitions (their leader is
+    /// the asked node).
     Markers {
-        commit: bool,
-        producer_id: i64,
-        epoch: i16,
+        marker: MarkerOf,
         partitions: Vec<(String, i32)>,
     },
     /// Settle the producer's pending offsets of `group` (coordinated by
@@ -57,11 +67,15 @@ impl Shard {
     /// those another node leads come back with that node's id.
     pub(super) async fn append_markers_here(
         self: &Rc<Self>,
-        commit: bool,
-        producer_id: i64,
-        epoch: i16,
+        marker: MarkerOf,
         partitions: Vec<TopicPartition>,
     ) -> Result<Vec<(i32, TopicPartition)>, KafkaError> {
+        let MarkerOf {
+            commit,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+        } = marker;
         let marker = if commit {
             Marker::Commit
         } else {
@@ -80,9 +94,15 @@ impl Shard {
         }
         let written = self
             .on_partitions(PartitionWork::on_each(&here), move |s, p, ()| async move {
-                p.append_marker(marker, producer_id, epoch, 0, &s.cache)
-                    .await
-                    .map(|_| ())
+                p.append_marker(
+                    marker,
+                    producer_id,
+                    producer_epoch,
+                    coordinator_epoch,
+                    &s.cache,
+                )
+                .await
+                .map(|_| ())
             })
             .await;
         for (_, r) in written {
@@ -100,25 +120,15 @@ impl Shard {
     pub(super) async fn append_markers_on(
         self: &Rc<Self>,
         node: i32,
-        commit: bool,
-        producer_id: i64,
-        epoch: i16,
+        marker: MarkerOf,
         partitions: Vec<TopicPartition>,
     ) -> Result<(), KafkaError> {
         let partitions = partitions
             .into_iter()
             .map(|tp| (tp.topic().to_string(), tp.partition))
             .collect();
-        self.ask_node(
-            node,
-            &Request::Markers {
-                commit,
-                producer_id,
-                epoch,
-                partitions,
-            },
-        )
-        .await
+        self.ask_node(node, &Request::Markers { marker, partitions })
+            .await
     }
 
     /// Settles the producer's offsets of `group`, on the node coordinating
@@ -166,20 +176,12 @@ pub async fn handle_forwarded(shard: &Rc<Shard>, body: &[u8]) -> Result<Vec<u8>,
     let request: Request =
         serde_json::from_slice(body).map_err(|e| format!("not a transaction's request: {e}"))?;
     let answer: Result<(), Failure> = match request {
-        Request::Markers {
-            commit,
-            producer_id,
-            epoch,
-            partitions,
-        } => {
+        Request::Markers { marker, partitions } => {
             let partitions: Vec<TopicPartition> = partitions
                 .into_iter()
                 .map(|(t, p)| TopicPartition::new(t, p))
                 .collect();
-            match shard
-                .append_markers_here(commit, producer_id, epoch, partitions)
-                .await
-            {
+            match shard.append_markers_here(marker, partitions).await {
                 Ok(elsewhere) if elsewhere.is_empty() => Ok(()),
                 // Led elsewhere since the coordinator looked: it asks again
                 // once its catalog says where.

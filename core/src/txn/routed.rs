@@ -16,6 +16,7 @@ use std::rc::Rc;
 use futures::future::join_all;
 
 use super::coordinator::TxnFailure;
+use super::remote::MarkerOf;
 use super::state::{self, EndOutcome, InitOutcome, TxnError, TxnMetadata, TxnState};
 
 use crate::clock::now_ms;
@@ -220,7 +221,8 @@ impl Shard {
                 format!("transaction {id:?} is being completed"),
             ));
         }
-        let result = self.write_markers(&prepared).await;
+        let coordinator_epoch = self.groups.coordinator_epoch(id);
+        let result = self.write_markers(&prepared, coordinator_epoch).await;
         let result = match result {
             Ok(()) => {
                 weir_storage::crash_point::reached("txn-marked");
@@ -236,19 +238,25 @@ impl Shard {
     }
 
     /// Every marker of a prepared transaction, durable, and its groups'
-    /// offsets settled.
-    async fn write_markers(self: &Rc<Self>, prepared: &TxnMetadata) -> Result<(), KafkaError> {
+    /// offsets settled. The markers carry `coordinator_epoch`: a partition
+    /// refuses them once a newer coordinator wrote one for the producer.
+    async fn write_markers(
+        self: &Rc<Self>,
+        prepared: &TxnMetadata,
+        coordinator_epoch: i32,
+    ) -> Result<(), KafkaError> {
         let commit = prepared.state == TxnState::PrepareCommit;
         let (pid, epoch) = (prepared.producer_id, prepared.producer_epoch);
+        let marker = MarkerOf {
+            commit,
+            producer_id: pid,
+            producer_epoch: epoch,
+            coordinator_epoch,
+        };
         // Those another node leads get theirs from that node, as Kafka's
         // WriteTxnMarkers (`remote`).
         let elsewhere = self
-            .append_markers_here(
-                commit,
-                pid,
-                epoch,
-                prepared.partitions.iter().cloned().collect(),
-            )
+            .append_markers_here(marker, prepared.partitions.iter().cloned().collect())
             .await?;
         let mut by_node: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
         for (node, tp) in elsewhere {
@@ -256,7 +264,7 @@ impl Shard {
         }
         let carried = by_node
             .into_iter()
-            .map(|(node, tps)| self.append_markers_on(node, commit, pid, epoch, tps));
+            .map(|(node, tps)| self.append_markers_on(node, marker, tps));
         for r in join_all(carried).await {
             r?;
         }

@@ -32,7 +32,12 @@ impl PartitionLog {
         let _permit = self.lock_for_append(Writer::Leader).await?;
         {
             let producers = self.producers.borrow();
-            for (h, _) in batches {
+            for (h, b) in batches {
+                if let Some((_, epoch)) = control_marker(b, h) {
+                    producers
+                        .check_coordinator(h, epoch)
+                        .map_err(StorageError::Sequence)?;
+                }
                 match producers.check(h).map_err(StorageError::Sequence)? {
                     SequenceCheck::Append => {}
                     SequenceCheck::Duplicate {

@@ -695,6 +695,51 @@ fn transactions_move_the_last_stable_offset_and_survive_reopen() {
     });
 }
 
+/// A marker from an older coordinator than one that already wrote a
+/// marker for the producer is refused (TRANSACTION_COORDINATOR_FENCED),
+/// after a reopen too (the producer snapshot and the recovery scan keep
+/// the epoch); a newer coordinator's is taken.
+#[test]
+fn a_deposed_coordinators_marker_is_refused() {
+    use crate::batch::Marker;
+    use crate::producer_state::SequenceError;
+    fn marker_of(pid: i64, coordinator_epoch: i32) -> Vec<(BatchHeader, Bytes)> {
+        let b = crate::records::build_marker_batch(Marker::Commit, pid, 0, coordinator_epoch, 1000);
+        vec![(BatchHeader::parse(&b).unwrap(), b)]
+    }
+    in_log_dir("txn-fenced", |d| async move {
+        let log = PartitionLog::open(&d, LogConfig::default(), 0)
+            .await
+            .unwrap();
+        log.append(&txn_batch(7, 0, 1), 5).await.unwrap();
+        log.append(&marker_of(7, 4), 5).await.unwrap();
+        log.append(&txn_batch(7, 1, 1), 5).await.unwrap();
+        let fenced = |r: Result<_, StorageError>| {
+            assert!(
+                matches!(
+                    r,
+                    Err(StorageError::Sequence(SequenceError::CoordinatorFenced {
+                        current: 4,
+                        got: 3
+                    }))
+                ),
+                "{r:?}"
+            )
+        };
+        fenced(log.append(&marker_of(7, 3), 5).await.map(|_| ()));
+        assert_eq!(log.open_transaction(7), Some(2));
+        log.flush().await.unwrap();
+        log.close().await.unwrap();
+        drop(log);
+        let log = PartitionLog::open(&d, LogConfig::default(), 0)
+            .await
+            .unwrap();
+        fenced(log.append(&marker_of(7, 3), 5).await.map(|_| ()));
+        log.append(&marker_of(7, 5), 5).await.unwrap();
+        assert_eq!(log.open_transaction(7), None);
+    });
+}
+
 /// Retention removes nothing at or past the last stable offset: an open
 /// transaction's segments stay until its marker is durable.
 #[test]
