@@ -39,16 +39,22 @@ fn admin(brokers: &str, props: &Properties) -> Result<AdminClient<DefaultClientC
     props.apply(&mut c)?.create().map_err(|e| e.to_string())
 }
 
-/// Creates a topic; an existing one is fine.
+/// Creates a topic of `replication_factor` replicas; an existing one is
+/// fine.
 pub fn create_topic(
     brokers: &str,
     topic: &str,
     partitions: i32,
+    replication_factor: i32,
     props: &Properties,
 ) -> Result<(), String> {
     let admin = admin(brokers, props)?;
     let results = futures::executor::block_on(admin.create_topics(
-        &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+        &[NewTopic::new(
+            topic,
+            partitions,
+            TopicReplication::Fixed(replication_factor),
+        )],
         &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
     ))
     .map_err(|e| e.to_string())?;

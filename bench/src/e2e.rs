@@ -22,6 +22,9 @@ pub struct E2eArgs {
     pub topic: String,
     #[arg(long)]
     pub create_topic: bool,
+    /// Replicas of a topic created with `--create-topic` (a cluster's).
+    #[arg(long, default_value_t = 1)]
+    pub replication_factor: i32,
     /// Delete the topic after the run (a long series of runs would
     /// otherwise fill the broker's disk).
     #[arg(long)]
@@ -77,7 +80,13 @@ impl ProducerContext for AckTimes {
 
 pub fn run(a: E2eArgs) -> Result<(), String> {
     if a.create_topic {
-        crate::client::create_topic(&a.brokers, &a.topic, a.partitions, &a.client)?;
+        crate::client::create_topic(
+            &a.brokers,
+            &a.topic,
+            a.partitions,
+            a.replication_factor,
+            &a.client,
+        )?;
     }
     let partitions = crate::client::partitions(&a.brokers, &a.topic, &a.client)?;
     let epoch = Instant::now();

@@ -19,6 +19,9 @@ pub struct ProduceArgs {
     /// Create the topic first (an existing one is used as it is).
     #[arg(long)]
     pub create_topic: bool,
+    /// Replicas of a topic created with `--create-topic` (a cluster's).
+    #[arg(long, default_value_t = 1)]
+    pub replication_factor: i32,
     /// Delete the topic after the run (a long series of runs would
     /// otherwise fill the broker's disk).
     #[arg(long)]
@@ -163,7 +166,13 @@ fn commit(p: &BaseProducer<Acks>, timeout: std::time::Duration) -> Result<(), St
 
 pub fn run(a: ProduceArgs) -> Result<(), String> {
     if a.create_topic {
-        crate::client::create_topic(&a.brokers, &a.topic, a.partitions, &a.client)?;
+        crate::client::create_topic(
+            &a.brokers,
+            &a.topic,
+            a.partitions,
+            a.replication_factor,
+            &a.client,
+        )?;
     }
     let value: Vec<u8> = if let Some(id) = a.avro_schema_id {
         avro_value(id, a.size)

@@ -71,19 +71,24 @@ class Node:
                                      env=self.env)
         ready = self.ready = threading.Event()
         # Every line kept beside the data directory too (the report shows
-        # only the last ones), across restarts.
-        kept = open(self.data_dir.rstrip("/") + ".log", "a")
+        # only the last ones), across restarts; best effort: a test that
+        # fills the data directory's disk fills that file's too.
+        kept = [open(self.data_dir.rstrip("/") + ".log", "ab", buffering=0)]
 
         def drain(proc):
             for line in proc.stderr:
-                kept.write(line)
-                kept.flush()
                 with self.logged:
                     self.log.append(line)
                     self.logged.notify_all()
+                try:
+                    if kept:
+                        kept[0].write(line.encode())
+                except OSError:
+                    kept.pop().close()
                 if "weir serving" in line:
                     ready.set()
-            kept.close()
+            for f in kept:
+                f.close()
             ready.set()
 
         threading.Thread(target=drain, args=(self.proc,), daemon=True).start()

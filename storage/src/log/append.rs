@@ -60,6 +60,8 @@ impl PartitionLog {
         }
         let total: u64 = batches.iter().map(|(h, _)| h.total_len() as u64).sum();
         self.maybe_roll(total, now_ms).await?;
+        // The roll awaited: this node may follow another leader now.
+        self.check_writer(Writer::Leader)?;
         // The epoch stamped begins here if it is new (Kafka's append
         // assigns each batch's epoch; all of these carry the same one).
         let epoch = self.stamp_epoch.get();

@@ -137,7 +137,6 @@ impl PartitionLog {
         let _permit = self.lock_for_append(Writer::FollowerIn(epoch)).await?;
         let start = self.log_end();
         let mut expected = start;
-        let mut next_epochs = self.epochs.borrow().clone();
         for (h, b) in batches {
             if h.base_offset != expected {
                 return Err(StorageError::Corrupt(format!(
@@ -160,8 +159,6 @@ impl PartitionLog {
                     h.base_offset
                 )));
             }
-            let epoch = partition_leader_epoch(b).expect("a whole batch");
-            self.assign_into(&mut next_epochs, epoch, h.base_offset)?;
             expected = h.last_offset() + 1;
         }
         if batches.is_empty() {
@@ -176,6 +173,14 @@ impl PartitionLog {
         }
         let total: u64 = batches.iter().map(|(h, _)| h.total_len() as u64).sum();
         self.maybe_roll(total, now_ms).await?;
+        // The roll awaited: this node may lead now (Kafka serialises the
+        // two with its partition lock), and the epoch cache may have moved.
+        self.check_writer(Writer::FollowerIn(epoch))?;
+        let mut next_epochs = self.epochs.borrow().clone();
+        for (h, b) in batches {
+            let epoch = partition_leader_epoch(b).expect("a whole batch");
+            self.assign_into(&mut next_epochs, epoch, h.base_offset)?;
+        }
         // Before the batches: an epoch entry with nothing after it is
         // harmless (open cuts the cache to the log end), a batch whose
         // epoch is missing is not.
