@@ -541,6 +541,17 @@ impl Partition {
             }
             batches.push((h, batch));
         }
+        if let Some((first, _)) = batches.first() {
+            let end = self.log.log_end();
+            if first.base_offset < end && first.last_offset() >= end && self.log.log_start() == end
+            {
+                // An empty log (just started over at the leader's start),
+                // which fell inside this batch: the copy starts at the
+                // batch's base, as Kafka's follower append does.
+                self.cache.clear();
+                self.log.start_over_at(first.base_offset, epoch).await?;
+            }
+        }
         if let Some((h, _)) = batches.last() {
             let last = h.last_offset();
             let (_, stored) = self.log.append_replica(&batches, epoch, now_ms()).await?;
@@ -602,6 +613,25 @@ impl Partition {
         );
         self.cache.clear();
         self.log.truncate_to(offset, epoch).await?;
+        Ok(())
+    }
+
+    /// Empties the log and starts it again at `offset`, the leader's log
+    /// start, past this follower's end (Kafka's truncateFullyAndStartAt:
+    /// the leader deleted what this one missed). `epoch` as for
+    /// `truncate_to`.
+    pub async fn start_over_at(&self, offset: i64, epoch: i32) -> Result<(), KafkaError> {
+        if !self.follows_in(epoch) {
+            return Err(KafkaError::new(
+                ErrorCode::NotLeaderOrFollower,
+                format!(
+                    "{}-{}: no longer following in leader epoch {epoch}",
+                    self.topic, self.index
+                ),
+            ));
+        }
+        self.cache.clear();
+        self.log.start_over_at(offset, epoch).await?;
         Ok(())
     }
 

@@ -23,12 +23,14 @@ use futures::future::{join_all, select, Either};
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, RequestHeader, ResponseHeader, TopicName,
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, RequestHeader, ResponseHeader,
+    TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use weir_core::config::Broker;
@@ -39,6 +41,10 @@ use weir_core::{ErrorCode, Shard};
 /// topics by name.
 const FETCH_VERSION: i16 = 12;
 const EPOCH_VERSION: i16 = 4;
+/// ListOffsets v4: the first with `current_leader_epoch`.
+const LIST_OFFSETS_VERSION: i16 = 4;
+/// ListOffsets' timestamp for the log start.
+const EARLIEST: i64 = -2;
 /// How long a leader holds a fetch that finds nothing new.
 const MAX_WAIT: Duration = Duration::from_millis(500);
 /// Bytes asked per partition and per fetch.
@@ -329,6 +335,7 @@ async fn fetch_once(
     }
     let by_key: HashMap<(String, i32), &Followed> = fetched.iter().map(|f| (key(f), *f)).collect();
     let mut appends = Vec::new();
+    let mut out_of_range = Vec::new();
     let mut waits = false;
     for t in resp.responses {
         let topic = t.topic.0.to_string();
@@ -359,11 +366,11 @@ async fn fetch_once(
                 }
                 c if c == ErrorCode::OffsetOutOfRange.code() => {
                     log::warn!(
-                        "{topic}-{}: offset {} is out of the leader's range; reconciling again",
+                        "{topic}-{}: offset {} is out of the leader's range",
                         p.partition_index,
                         f.partition.log.log_end()
                     );
-                    reconciled.remove(&key(f));
+                    out_of_range.push(*f);
                 }
                 c => {
                     log::debug!(
@@ -388,9 +395,72 @@ async fn fetch_once(
             waits = true;
         }
     }
+    if !out_of_range.is_empty() {
+        start_over_where_needed(conn, me, &out_of_range).await?;
+        for f in out_of_range {
+            reconciled.remove(&key(f));
+        }
+    }
     if waits {
         // Leadership or epochs moved: the catalog saying so is on its way.
         glommio::timer::sleep(BACKOFF).await;
+    }
+    Ok(())
+}
+
+/// Partitions whose fetch offset the leader finds out of range (Kafka's
+/// AbstractFetcherThread.handleOutOfRangeError): the leader's log start
+/// is asked (ListOffsets, earliest); a follower whose whole log lies below
+/// it starts over there (truncateFullyAndStartAt: the leader deleted what
+/// it missed). Every one of them is reconciled again before its next
+/// fetch (a log that went past the leader's end is cut there).
+async fn start_over_where_needed(
+    conn: &mut Conn,
+    me: i32,
+    parts: &[&Followed],
+) -> Result<(), String> {
+    let mut topics: BTreeMap<String, Vec<ListOffsetsPartition>> = BTreeMap::new();
+    for f in parts {
+        topics.entry(f.partition.topic.clone()).or_default().push(
+            ListOffsetsPartition::default()
+                .with_partition_index(f.partition.index)
+                .with_current_leader_epoch(f.epoch)
+                .with_timestamp(EARLIEST),
+        );
+    }
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(me))
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(t, parts)| {
+                    ListOffsetsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(t)))
+                        .with_partitions(parts)
+                })
+                .collect(),
+        );
+    let resp: ListOffsetsResponse = conn
+        .call(ApiKey::ListOffsets, LIST_OFFSETS_VERSION, &req)
+        .await?;
+    let mut starts: HashMap<(String, i32), i64> = HashMap::new();
+    for t in resp.topics {
+        for p in t.partitions.into_iter().filter(|p| p.error_code == 0) {
+            starts.insert((t.name.0.to_string(), p.partition_index), p.offset);
+        }
+    }
+    for f in parts {
+        let Some(&start) = starts.get(&key(f)) else {
+            continue;
+        };
+        if start > f.partition.log.log_end() {
+            let (part, epoch) = (f.partition.clone(), f.epoch);
+            glommio::spawn_local(async move { part.start_over_at(start, epoch).await })
+                .detach()
+                .await
+                .ok_or("the restart's task was lost")?
+                .map_err(|e| format!("starting over at {start}: {e}"))?;
+        }
     }
     Ok(())
 }

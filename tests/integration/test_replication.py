@@ -55,13 +55,13 @@ def await_partitions(cluster, topic, check, timeout=30, among=None):
     raise AssertionError(f"partitions seen: {seen}")
 
 
-def log_ends(node, topic):
-    """Each partition's log end on `node` (its own copy, leader or not),
-    from its /metrics."""
+def log_ends(node, topic, which="end"):
+    """Each partition's log end (or `which="start"`) on `node` (its own
+    copy, leader or not), from its /metrics."""
     text = requests.get(f"http://{node.host}:{node.http_port}/metrics", timeout=10).text
     out = {}
     for line in text.splitlines():
-        if line.startswith("weir_partition_log_end_offset{") and f'topic="{topic}"' in line:
+        if line.startswith(f"weir_partition_log_{which}_offset{{") and f'topic="{topic}"' in line:
             part = int(line.split('partition="')[1].split('"')[0])
             out[part] = int(float(line.rsplit(" ", 1)[1]))
     return out
@@ -257,6 +257,7 @@ class LiveTransformer:
         self.bootstrap, self.source, self.sink = bootstrap, source, sink
         self.committed, self.restarts, self.errors = 0, 0, []
         self.consumer = self.producer = None
+        self.closing = []
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
@@ -293,11 +294,16 @@ class LiveTransformer:
             self.producer.abort_transaction(10)
         except Exception:
             self.producer = None  # made again: init_transactions fences and aborts
-        try:
-            self.consumer.close()
-        except Exception:
-            pass
+        self.close_aside(self.consumer)
         self.consumer = None
+
+    def close_aside(self, consumer):
+        """Closes a consumer on a thread of its own: librdkafka's close
+        waits for the group (its LeaveGroup, the last rebalance) with no
+        bound of its own, and the loop must go on (or stop) meanwhile."""
+        if consumer is not None:
+            self.closing.append(threading.Thread(target=consumer.close, daemon=True))
+            self.closing[-1].start()
 
     def run(self):
         from confluent_kafka import KafkaException
@@ -315,9 +321,12 @@ class LiveTransformer:
     def stop(self):
         self.stopping.set()
         self.thread.join(120)
-        assert not self.thread.is_alive(), "the transformer did not stop"
-        if self.consumer is not None:
-            self.consumer.close()
+        if self.thread.is_alive():
+            import sys
+            import traceback
+            where = "".join(traceback.format_stack(sys._current_frames()[self.thread.ident]))
+            raise AssertionError(f"the transformer did not stop; it is at:\n{where}")
+        self.close_aside(self.consumer)
         assert self.errors == [], self.errors
 
 
@@ -532,6 +541,36 @@ def test_faults_one_after_another_lose_nothing_acknowledged(tmp_path):
             if n.proc and n.proc.poll() is None:
                 resume(n)
         cluster.stop()
+
+
+def test_a_follower_behind_its_leaders_log_start_starts_over_there(cluster):
+    """Kafka's truncateFullyAndStartAt: a follower away while its leader
+    deleted (DeleteRecords) past the follower's log end finds its fetch
+    out of range, empties its log and copies from the leader's log start,
+    then rejoins the ISR with the leader's log."""
+    from confluent_kafka import TopicPartition
+    create_replicated(cluster.node(1), "gone", partitions=1, rf=3)
+    view = await_partitions(cluster, "gone", lambda s: s[0][2] == [1, 2, 3] and s[0][0] > 0)
+    leader = view[0][0]
+    away = next(n for n in (1, 2, 3) if n != leader)
+    others = [n for n in cluster.nodes if n is not cluster.node(away)]
+    everyone = ",".join(n.bootstrap for n in cluster.nodes)
+    p = Producer({"bootstrap.servers": everyone, "acks": "all"})
+    for i in range(100):
+        p.produce("gone", value=f"a{i}", partition=0)
+    assert p.flush(30) == 0
+    cluster.node(away).kill()
+    await_partitions(cluster, "gone", lambda s: away not in s[0][2], among=others)
+    for i in range(100, 300):
+        p.produce("gone", value=f"a{i}", partition=0)
+    assert p.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": cluster.node(leader).bootstrap})
+    admin.delete_records([TopicPartition("gone", 0, 250)])[TopicPartition("gone", 0, 250)].result(30)
+    cluster.node(away).start()
+    await_partitions(cluster, "gone", lambda s: s[0][2] == [1, 2, 3])
+    assert log_ends(cluster.node(away), "gone") == log_ends(cluster.node(leader), "gone") == {0: 300}
+    assert log_ends(cluster.node(away), "gone", "start") == {0: 250}
+    assert cluster.node(away).await_log("(the log ended at 100; the leader's starts there)")
 
 
 def test_a_coordinators_death_moves_its_groups_and_transactions_with_their_state(cluster):

@@ -86,6 +86,17 @@ impl Flushers {
         self.announced.set(hw);
     }
 
+    /// The log started over, empty, at `offset` (`start_over_at`): its
+    /// high watermark and durable end are there; readers waiting look
+    /// again.
+    pub(super) fn started_at(&self, offset: i64) {
+        self.announced.set(offset);
+        self.durable_announced.set(offset);
+        for w in self.watchers.borrow_mut().drain(..) {
+            let _ = w.send(());
+        }
+    }
+
     /// A truncation cut the log back to `end`, the high watermark to
     /// `hw`: moves from there on wake the watchers.
     pub(super) fn cut_to(&self, hw: i64, end: i64) {

@@ -381,6 +381,86 @@ impl PartitionLog {
     }
 }
 
+impl PartitionLog {
+    /// Kafka's `truncateFullyAndStartAt`: a follower whose whole log lies
+    /// below its leader's log start (the leader deleted, by retention or
+    /// DeleteRecords, what this one missed while away) empties its log and
+    /// starts it again at `offset`, durably: the new empty segment (after
+    /// its empty producer snapshot) first, then the log start, then the
+    /// old segments go. A crash between reopens to the old log followed by
+    /// the empty segment (log end `offset`, the start moved or not), which
+    /// the next reconciliation takes as it is. The producer state and the
+    /// epoch cache start empty, as Kafka's do; the high watermark is
+    /// `offset`. Refused unless this log follows in `epoch` and `offset`
+    /// is past its end, or the log is empty (its start is its end: the
+    /// leader's start fell inside a batch, whose base the copy starts at).
+    pub async fn start_over_at(&self, offset: i64, epoch: i32) -> Result<(), StorageError> {
+        let _permit = self
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .expect("semaphore open");
+        self.check_writer(Writer::FollowerIn(epoch))?;
+        if offset == self.log_end() && self.log_start() == offset {
+            return Ok(());
+        }
+        if offset <= self.log_end() && self.log_start() != self.log_end() {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: self.log_start(),
+                high_watermark: self.log_end(),
+            });
+        }
+        if self.compacting.get() {
+            return Err(StorageError::Io(format!(
+                "{}: a cleaning pass is running; start over after it",
+                self.dir.display()
+            )));
+        }
+        // As for a truncation: nothing staged, nothing zeroed ahead or
+        // sealed while the files change.
+        self.flush().await?;
+        let _zero = self
+            .zero_lock
+            .acquire_permit(1)
+            .await
+            .expect("semaphore open");
+        self.wait_idle().await;
+        *self.readahead.borrow_mut() = None;
+        log::info!(
+            "{}: starting over at offset {offset} (the log ended at {}; the leader's starts there)",
+            self.dir.display(),
+            self.log_end()
+        );
+        let empty = crate::producer_state::ProducerStates::default();
+        write_small_file(&snapshot_path(&self.dir, offset), empty.encode()).await?;
+        sync_dir(&self.dir)?;
+        let fresh = Segment::create(&self.dir, offset, wall_clock_ms()).await?;
+        write_log_start(&self.dir, offset)?;
+        let old: Vec<i64> = self.state.borrow().segments.keys().copied().collect();
+        for &b in old.iter().rev() {
+            remove_segment_files(&self.dir, b);
+        }
+        sync_dir(&self.dir)?;
+        self.save_epochs(epochs::EpochCache::default())?;
+        {
+            let mut st = self.state.borrow_mut();
+            st.segments.clear();
+            st.segments.insert(offset, fresh);
+            st.log_start = offset;
+            st.next_offset = offset;
+            st.durable_offset = offset;
+            if let Some(hw) = &mut st.replicated_hw {
+                *hw = offset;
+            }
+        }
+        *self.producers.borrow_mut() = empty;
+        self.corrupt.borrow_mut().clear();
+        self.flushers.started_at(offset);
+        Ok(())
+    }
+}
+
 /// The wall clock in ms (a truncation opens segments again: their
 /// creation time and the producers' last append time).
 fn wall_clock_ms() -> i64 {

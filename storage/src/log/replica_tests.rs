@@ -430,3 +430,61 @@ fn a_truncation_cut_short_reopens_to_a_prefix() {
         assert_eq!(a.base_offset, last);
     });
 }
+
+/// Kafka's truncateFullyAndStartAt: a follower whose log ends below its
+/// leader's log start empties its log and starts again there; the
+/// leader's batches from its start then copy in, and all of it reopens.
+#[test]
+fn a_follower_behind_its_leaders_start_starts_over_there() {
+    in_log_dir("start-over", |d| async move {
+        let (ld, fd) = (d.join("leader"), d.join("follower"));
+        for dir in [&ld, &fd] {
+            std::fs::create_dir_all(dir).unwrap();
+            crate::segment::prepare_direct_io(dir).await.unwrap();
+        }
+        let leader = log_of(&ld, small(), 30).await;
+        let follower = PartitionLog::open(&fd, small(), 0).await.unwrap();
+        follower.stop_leading(5);
+        follower.set_replicated(0);
+        let early = stored(&leader, 0).await;
+        follower.append_replica(&early[..5], 5, 1).await.unwrap();
+        follower.flush().await.unwrap();
+        // The leader deletes what the follower has not copied yet.
+        assert_eq!(leader.delete_records_before(20).unwrap(), 20);
+        // Only in the epoch it follows in, and only past its end.
+        assert!(matches!(
+            follower.start_over_at(20, 4).await,
+            Err(StorageError::NotLeader(_))
+        ));
+        assert!(matches!(
+            follower.start_over_at(3, 5).await,
+            Err(StorageError::OffsetOutOfRange { .. })
+        ));
+        follower.start_over_at(20, 5).await.unwrap();
+        assert_eq!(
+            (
+                follower.log_start(),
+                follower.log_end(),
+                follower.high_watermark()
+            ),
+            (20, 20, 20)
+        );
+        assert!(follower.epoch_entries().is_empty());
+        assert!(follower.producers().is_empty());
+        let rest = stored(&leader, 20).await;
+        follower.append_replica(&rest, 5, 1).await.unwrap();
+        follower.flush().await.unwrap();
+        follower.set_high_watermark(30);
+        assert_eq!(
+            offsets(&follower).await,
+            (20..30).map(|o| (o, o)).collect::<Vec<_>>()
+        );
+        assert_eq!(follower.epoch_entries(), vec![(5, 20)]);
+        follower.close().await.unwrap();
+        drop(follower);
+        let follower = PartitionLog::open(&fd, small(), 0).await.unwrap();
+        assert_eq!((follower.log_start(), follower.log_end()), (20, 30));
+        assert_eq!(stored(&follower, 20).await, rest);
+        assert_eq!(follower.epoch_entries(), vec![(5, 20)]);
+    });
+}
