@@ -261,23 +261,7 @@ impl PartitionLog {
                 return Ok(());
             }
         }
-        if self.compacting.get() {
-            return Err(StorageError::Io(format!(
-                "{}: a cleaning pass is running; truncate after it",
-                self.dir.display()
-            )));
-        }
-        // Everything appended is durable and no flush is in flight, so
-        // the segments hold nothing staged; no zeros are being written
-        // ahead and no segment is being sealed while the files change.
-        self.flush().await?;
-        let _zero = self
-            .zero_lock
-            .acquire_permit(1)
-            .await
-            .expect("semaphore open");
-        self.wait_idle().await;
-        *self.readahead.borrow_mut() = None;
+        let _zero = self.quiesce("truncate").await?;
         let (k_base, k_is_last, file, pos, limit) = {
             let st = self.state.borrow();
             let (&base, seg) = st
@@ -382,6 +366,29 @@ impl PartitionLog {
 }
 
 impl PartitionLog {
+    /// Readies the log for its files to change under the append lock (a
+    /// truncation, a start over): refused during a cleaning pass; then
+    /// everything appended is made durable and no flush is in flight, so
+    /// the segments hold nothing staged, and the permit returned keeps
+    /// zeroing ahead and sealing away while it is held.
+    async fn quiesce(&self, what: &str) -> Result<glommio::sync::Permit<'_>, StorageError> {
+        if self.compacting.get() {
+            return Err(StorageError::Io(format!(
+                "{}: a cleaning pass is running; {what} after it",
+                self.dir.display()
+            )));
+        }
+        self.flush().await?;
+        let zero = self
+            .zero_lock
+            .acquire_permit(1)
+            .await
+            .expect("semaphore open");
+        self.wait_idle().await;
+        *self.readahead.borrow_mut() = None;
+        Ok(zero)
+    }
+
     /// Kafka's `truncateFullyAndStartAt`: a follower whose whole log lies
     /// below its leader's log start (the leader deleted, by retention or
     /// DeleteRecords, what this one missed while away) empties its log and
@@ -411,22 +418,7 @@ impl PartitionLog {
                 high_watermark: self.log_end(),
             });
         }
-        if self.compacting.get() {
-            return Err(StorageError::Io(format!(
-                "{}: a cleaning pass is running; start over after it",
-                self.dir.display()
-            )));
-        }
-        // As for a truncation: nothing staged, nothing zeroed ahead or
-        // sealed while the files change.
-        self.flush().await?;
-        let _zero = self
-            .zero_lock
-            .acquire_permit(1)
-            .await
-            .expect("semaphore open");
-        self.wait_idle().await;
-        *self.readahead.borrow_mut() = None;
+        let _zero = self.quiesce("start over").await?;
         log::info!(
             "{}: starting over at offset {offset} (the log ended at {}; the leader's starts there)",
             self.dir.display(),
