@@ -591,9 +591,14 @@ impl Partition {
     /// any other, as `append_from_leader` is).
     pub async fn truncate_to(&self, offset: i64, epoch: i32) -> Result<(), KafkaError> {
         let hw = self.log.high_watermark();
+        // Every in-sync replica holds the log below the high watermark: a
+        // cut there would drop committed records. Asserted in debug
+        // builds; refused (the node goes on) in release.
+        debug_assert!(
+            offset >= hw,
+            "truncation to {offset} below the high watermark {hw}"
+        );
         if offset < hw {
-            // Every in-sync replica holds the log below the high
-            // watermark: a cut there would drop committed records.
             return Err(KafkaError::new(
                 ErrorCode::UnknownServerError,
                 format!(
