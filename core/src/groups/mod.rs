@@ -195,6 +195,16 @@ impl Coordinator {
         self.loaded_in.borrow().get(&p).copied().unwrap_or(0)
     }
 
+    /// Whether `key`'s state is here to answer from: always for this
+    /// node's own group logs; for a slot of the replicated groups topic,
+    /// once it is loaded (`log_for` says why not).
+    pub(crate) fn check_loaded(&self, key: &str) -> Result<(), KafkaError> {
+        match self.slotted.get() {
+            true => self.log_for(key).map(|_| ()),
+            false => Ok(()),
+        }
+    }
+
     /// Keys belong to the cluster's replicated groups topic from now on.
     pub fn use_slots(&self) {
         self.slotted.set(true);

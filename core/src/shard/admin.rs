@@ -634,6 +634,14 @@ impl Shard {
         self: &Rc<Self>,
         cat: &Catalog,
     ) -> Result<(), KafkaError> {
+        // From the catalog naming the groups topic on, every group's state
+        // is in it: at once, before this shard's partitions of it are open
+        // (which awaits), so that a commit arriving meanwhile is not
+        // written to this node's own, unreplicated, group log (it is told
+        // NOT_COORDINATOR until its slot is loaded).
+        if cat.topic(crate::catalog::GROUPS_TOPIC).is_some() {
+            self.groups.use_slots();
+        }
         for t in cat.topics.values() {
             for p in 0..t.shards.len() {
                 if !self.owns(t, p as i32) {

@@ -462,7 +462,15 @@ impl Shard {
         Fut: Future<Output = R> + 'static,
     {
         self.coordinates(group)?;
-        self.invoke_on(self.group_shard(group), f).await
+        let key = group.to_string();
+        self.invoke_on(self.group_shard(group), move |s| async move {
+            // The catalog names this node as soon as it leads the slot;
+            // until the slot's state is loaded, an answer would be of an
+            // empty group (COORDINATOR_LOAD_IN_PROGRESS, as Kafka's).
+            s.groups.check_loaded(&key)?;
+            Ok(f(s).await)
+        })
+        .await?
     }
 
     /// Every group of every shard (ListGroups), sorted by id.

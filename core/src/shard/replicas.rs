@@ -77,7 +77,6 @@ impl Shard {
     /// A partition of the groups topic: its leader coordinates its slot
     /// (loading it first), any other replica gives it up.
     fn coordinate_slot(self: &Rc<Self>, slot: u32, part: &Rc<Partition>) {
-        self.groups.use_slots();
         let (leads, epoch) = {
             let role = part.role.borrow();
             (role.leads(), role.epoch())
