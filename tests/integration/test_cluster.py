@@ -321,6 +321,29 @@ def test_the_controller_paused_a_new_one_takes_over_and_it_rejoins(cluster):
     await_leaders(cluster, paused, "while-paused", leaders(cluster, rest[0], "while-paused"))
 
 
+def test_a_controller_stopped_briefly_fences_no_one_for_its_own_silence(tmp_path):
+    """A controller stopped for longer than half a session, but too
+    briefly for the others to elect a new one, finds every other node
+    unheard when it resumes: that silence is its own, and it fences no one
+    (fencing them would move every partition to it alone)."""
+    import signal
+    c = Cluster(tmp_path, session_ms=500).start()
+    try:
+        controller = c.await_brokers(3)
+        n = c.node(controller)
+        before = len(n.log)
+        n.proc.send_signal(signal.SIGSTOP)
+        # The fault's length (under the 1 s election timeout), not a wait.
+        time.sleep(0.7)
+        n.proc.send_signal(signal.SIGCONT)
+        assert n.await_log("every node's session starts again", timeout=10), "".join(n.log[before:])
+        assert c.await_brokers(3) == controller
+        fenced = [line for line in n.log[before:] if "fencing node" in line]
+        assert not fenced, fenced
+    finally:
+        c.stop()
+
+
 def registry(node, method, path, body=None):
     import urllib.request
     data = json.dumps(body).encode() if body is not None else None

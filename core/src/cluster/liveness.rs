@@ -205,14 +205,33 @@ async fn heartbeats(inner: Arc<Inner>) {
 
 /// On the controller: fences registered nodes not heard within the
 /// session timeout, and lifts the fence of those heard again.
+///
+/// Silence is counted only while this loop runs on time: a controller
+/// stopped (SIGSTOP, a stall of its machine) finds every other node
+/// unheard when it resumes, a silence of its own, and fencing them all
+/// would move every partition to it alone. A tick that comes more than
+/// half a session late gives every node a new session from now, as a
+/// controller that has just taken over does.
 async fn fencing(inner: Arc<Inner>) {
+    const TICK: Duration = Duration::from_millis(250);
     let timeout = inner.config.session_timeout;
     let mut leading_since: Option<Instant> = None;
+    let mut last_tick = Instant::now();
     loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(TICK).await;
+        let gap = last_tick.elapsed();
+        last_tick = Instant::now();
         if !inner.is_controller() {
             leading_since = None;
             continue;
+        }
+        if gap > TICK + timeout / 2 {
+            log::warn!(
+                "the fencing check ran {} ms apart (this node was stopped or starved): \
+                 every node's session starts again",
+                gap.as_millis()
+            );
+            leading_since = Some(last_tick);
         }
         let since = *leading_since.get_or_insert_with(Instant::now);
         let catalog = inner.catalogs.borrow().clone();

@@ -161,6 +161,33 @@ impl Shard {
         Ok(n.broker_of(super::owner_shard(key, n.shards)))
     }
 
+    /// Waits until every key's coordinator is known (its slot has a live
+    /// leader), a catalog at a time, for at most `bound`: FindCoordinator
+    /// answers once a new leader is elected rather than refusing at once.
+    /// librdkafka's coordinator lookups (a transaction's
+    /// TxnOffsetCommit) retry COORDINATOR_NOT_AVAILABLE twice and then wait
+    /// for a broker connection to change state, which a settled cluster
+    /// never does: refused through an election, they hang past their own
+    /// timeout. Answers the same as `coordinator` afterwards.
+    pub async fn coordinators_known(&self, keys: &[&str], bound: std::time::Duration) {
+        if self.cluster.is_none() {
+            return;
+        }
+        let deadline = std::time::Instant::now() + bound;
+        loop {
+            let changed = self.catalog_changed();
+            let unknown = keys.iter().any(|k| {
+                matches!(self.coordinator(k), Err(e) if e.code == ErrorCode::CoordinatorNotAvailable)
+            });
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if !unknown || left.is_zero() || self.is_stopping() {
+                return;
+            }
+            let tick = Box::pin(glommio::timer::sleep(left));
+            let _ = futures::future::select(changed, tick).await;
+        }
+    }
+
     /// The node leading `key`'s slot of the groups topic `t`, and the
     /// shard it is placed on.
     fn slot_leader(&self, t: &TopicMeta, key: &str) -> Result<(ClusterNode, usize), KafkaError> {

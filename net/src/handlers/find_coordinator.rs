@@ -16,6 +16,12 @@ use super::{str, RequestContext};
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 6;
 
+/// How long a lookup waits for a leaderless coordinator slot to get a
+/// leader (an election takes under 2 s) before it answers
+/// COORDINATOR_NOT_AVAILABLE; well under every client's request timeout
+/// (librdkafka 60 s, Java 30 s, franz-go 10 s).
+const LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Key types: 0 a group, 1 a transactional id.
 fn check_key_type(key_type: i8) -> Result<(), (i16, StrBytes)> {
     match key_type {
@@ -51,6 +57,13 @@ pub async fn handle(cx: &RequestContext, req: FindCoordinatorRequest) -> FindCoo
     };
     if let Err(e) = shard.place_group_coordinators().await {
         log::warn!("placing the cluster's group coordinators: {e}");
+    }
+    {
+        let keys: Vec<&str> = match version {
+            4.. => req.coordinator_keys.iter().map(|k| k.as_str()).collect(),
+            _ => vec![req.key.as_str()],
+        };
+        shard.coordinators_known(&keys, LEADER_WAIT).await;
     }
     let coordinator = |key: &str| {
         shard
