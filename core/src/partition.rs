@@ -22,9 +22,10 @@ use crate::error::{ErrorCode, KafkaError};
 use crate::latency::Latencies;
 use crate::replication::leader::Role;
 
-/// The longest an acks=all produce waits for its in-sync replicas
-/// (Kafka's default request timeout).
-const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// The longest an acks=all write waits for its in-sync replicas when no
+/// client's produce names a timeout (Kafka's default request timeout):
+/// SQL writes, markers, group commits.
+pub const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The result of a successful produce to one partition.
 pub type ProduceResult = Result<Appended, KafkaError>;
@@ -222,8 +223,13 @@ impl Partition {
     /// leadership moves first, or if the ISR shrank below
     /// min.insync.replicas meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND);
     /// bounded by `REPLICATION_TIMEOUT`.
-    async fn replicated_past(&self, last_offset: i64, epoch: i32) -> Result<(), KafkaError> {
-        let deadline = std::time::Instant::now() + REPLICATION_TIMEOUT;
+    async fn replicated_past(
+        &self,
+        last_offset: i64,
+        epoch: i32,
+        timeout: std::time::Duration,
+    ) -> Result<(), KafkaError> {
+        let deadline = std::time::Instant::now() + timeout;
         loop {
             let moved = self.log.watch();
             let changed = self.watch_role();
@@ -265,10 +271,10 @@ impl Partition {
                 return Err(KafkaError::new(
                     ErrorCode::RequestTimedOut,
                     format!(
-                        "{}-{}: offset {last_offset} was not on every in-sync replica within {} s",
+                        "{}-{}: offset {last_offset} was not on every in-sync replica within {} ms",
                         self.topic,
                         self.index,
-                        REPLICATION_TIMEOUT.as_secs()
+                        timeout.as_millis()
                     ),
                 ));
             }
@@ -296,11 +302,14 @@ impl Partition {
 
     /// Appends `batches` (checked by `table::ingest`), caches them, tells
     /// `appended_tell` once they have their offsets and (unless `acks ==
-    /// 0`) waits until they are durable.
+    /// 0`) waits until they are durable; with acks=all on a replicated
+    /// partition, until they are on every in-sync replica, for at most
+    /// `timeout` (a produce's `timeout_ms`; then REQUEST_TIMED_OUT).
     pub async fn append(
         self: &Rc<Self>,
         batches: &[(BatchHeader, Bytes)],
         acks: i16,
+        timeout: std::time::Duration,
         cache: &RefCell<TailCache>,
         appended_tell: Option<oneshot::Sender<()>>,
     ) -> ProduceResult {
@@ -342,7 +351,8 @@ impl Partition {
         } else {
             self.log.durable_past(appended.last_offset).await?;
             if acks == -1 && replicated {
-                self.replicated_past(appended.last_offset, epoch).await?;
+                self.replicated_past(appended.last_offset, epoch, timeout)
+                    .await?;
             }
         }
         Ok(appended)
@@ -366,7 +376,8 @@ impl Partition {
             now_ms(),
         );
         let header = BatchHeader::parse(&batch).expect("a marker batch");
-        self.append(&[(header, batch)], -1, cache, None).await
+        self.append(&[(header, batch)], -1, REPLICATION_TIMEOUT, cache, None)
+            .await
     }
 
     /// Reads from `offset`: from the tail cache when it reaches back that

@@ -15,6 +15,20 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use crate::batch::{BatchHeader, Marker};
 
+/// A producer as DescribeProducers tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerSummary {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last batch's last sequence (-1: none kept).
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+    /// The highest coordinator epoch of its transaction markers (-1: none).
+    pub coordinator_epoch: i32,
+    /// Where its open transaction begins, if one is open.
+    pub txn_start_offset: Option<i64>,
+}
+
 /// A transaction that ended with an abort marker: its data batches lie in
 /// `first_offset..last_offset` (the marker's offset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -327,16 +341,20 @@ impl ProducerStates {
 
     /// Every producer's state (DescribeProducers): id, epoch, last
     /// sequence, last append time, open transaction's first offset.
-    pub fn summary(&self) -> Vec<(i64, i16, i32, i64, Option<i64>)> {
+    pub fn summary(&self) -> Vec<ProducerSummary> {
         let mut out: Vec<_> = self
             .producers
             .iter()
-            .map(|(id, e)| {
-                let last_seq = e.batches.back().map_or(-1, |b| b.last_seq);
-                (*id, e.epoch, last_seq, e.last_append_ms, e.txn_first_offset)
+            .map(|(id, e)| ProducerSummary {
+                producer_id: *id,
+                epoch: e.epoch,
+                last_sequence: e.batches.back().map_or(-1, |b| b.last_seq),
+                last_timestamp: e.last_append_ms,
+                coordinator_epoch: e.coordinator_epoch,
+                txn_start_offset: e.txn_first_offset,
             })
             .collect();
-        out.sort_unstable();
+        out.sort_unstable_by_key(|p| p.producer_id);
         out
     }
 

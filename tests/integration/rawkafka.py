@@ -39,9 +39,9 @@ def recv_exact(sock, n):
     return buf
 
 
-def produce_v3(topic, partition, records, acks=-1):
+def produce_v3(topic, partition, records, acks=-1, timeout_ms=10000):
     """Produce v3 body for one partition."""
-    return (string(None) + struct.pack(">hi", acks, 10000) + struct.pack(">i", 1) + string(topic)
+    return (string(None) + struct.pack(">hi", acks, timeout_ms) + struct.pack(">i", 1) + string(topic)
             + struct.pack(">i", 1) + struct.pack(">i", partition) + struct.pack(">i", len(records)) + records)
 
 

@@ -67,6 +67,53 @@ def log_ends(node, topic, which="end"):
     return out
 
 
+def test_an_acks_all_produce_waits_no_longer_than_its_timeout(cluster):
+    """acks=all waits for the in-sync replicas at most the produce's
+    timeout_ms (then REQUEST_TIMED_OUT, as Kafka's DelayedProduce): with a
+    follower stopped but still in sync, a 200 ms produce times out; once
+    the stopped node is fenced and leaves the ISR, one with 10 s is
+    acknowledged."""
+    create_replicated(cluster.node(1), "timed", partitions=1, rf=3)
+    leader = await_partitions(cluster, "timed", lambda s: s[0][0] > 0 and s[0][2] == [1, 2, 3])[0][0]
+    follower = cluster.node(next(i for i in (1, 2, 3) if i != leader))
+    conn = connect(cluster.node(leader).bootstrap, timeout=30)
+    pause(follower)
+    try:
+        conn.sendall(request(0, 3, produce_v3("timed", 0, record_batch([b"short"]), timeout_ms=200),
+                             correlation_id=1))
+        [(_, _, err, _)] = parse_produce_v3_response(read_frame(conn))[1]
+        assert err == 7, f"error {err}, not REQUEST_TIMED_OUT"
+        conn.sendall(request(0, 3, produce_v3("timed", 0, record_batch([b"long"]), timeout_ms=10000),
+                             correlation_id=2))
+        [(_, _, err, base)] = parse_produce_v3_response(read_frame(conn))[1]
+        assert err == 0 and base >= 0, f"error {err}"
+    finally:
+        resume(follower)
+        conn.close()
+
+
+def replication_state(cluster, topic):
+    """What each node says of `topic`'s partitions, for a failure's
+    message: its Metadata (leader, replicas, ISR) and, from its /metrics,
+    each partition's high watermark and log end on that node."""
+    out = {}
+    for n in cluster.nodes:
+        try:
+            md = partitions(cluster, n, topic)
+            text = requests.get(f"http://{n.host}:{n.http_port}/metrics", timeout=10).text
+        except Exception as e:  # a node down or stopped: say so and go on
+            out[n.data_dir] = repr(e)
+            continue
+        local = {}
+        for line in text.splitlines():
+            for name in ("high_watermark", "log_end_offset"):
+                if line.startswith(f"weir_partition_{name}{{") and f'topic="{topic}"' in line:
+                    part = int(line.split('partition="')[1].split('"')[0])
+                    local.setdefault(part, {})[name] = int(float(line.rsplit(" ", 1)[1]))
+        out[n.data_dir] = {"metadata": md, "local": local}
+    return out
+
+
 class LiveProducer:
     """An idempotent acks=all producer on a thread of its own until
     stopped, keeping each acknowledged record's partition and offset, and
@@ -571,7 +618,8 @@ def test_faults_one_after_another_lose_nothing_acknowledged(tmp_path):
             have = len(live.acked)
             deadline = time.time() + 30
             while len(live.acked) <= have:
-                assert time.time() < deadline, f"no acknowledgement for 30 s after {fault.__name__}"
+                assert time.time() < deadline, \
+                    f"no acknowledgement for 30 s after {fault.__name__}: {replication_state(cluster, topic)}"
                 time.sleep(0.05)
         print(f"faults: {done}")
         acked = live.stop()

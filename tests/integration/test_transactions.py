@@ -353,6 +353,10 @@ def test_admin_clients_see_open_transactions_and_their_producers(node):
     assert listed(state_filters=["CompleteCommit"]) == [("watched-1", "CompleteCommit")]
     producers = admin.describe_producers([KTP("watched", 0)])[KTP("watched", 0)]
     assert all(s.current_transaction_start_offset == -1 for s in producers.active_producers)
+    # The commit's marker carried its coordinator's epoch, which the
+    # partition keeps for the producer (-1 before any marker).
+    mine = [s for s in producers.active_producers if s.producer_id == described.producer_id]
+    assert len(mine) == 1 and mine[0].coordinator_epoch >= 0, producers
     admin.close()
 
 

@@ -423,7 +423,16 @@ impl GroupLog {
                 // coordinator replays. A partition this node no longer
                 // leads (or whose replicas are too few) answers as Kafka's
                 // coordinator does.
-                return match part.append(&batches, -1, cache, None).await {
+                return match part
+                    .append(
+                        &batches,
+                        -1,
+                        crate::partition::REPLICATION_TIMEOUT,
+                        cache,
+                        None,
+                    )
+                    .await
+                {
                     Ok(_) => Ok(()),
                     Err(e) => Err(KafkaError::new(
                         match e.code {

@@ -200,9 +200,16 @@ impl PartitionOp {
             }
             PartitionOp::Append { batch } => {
                 let batch = Bytes::from(batch);
-                let appended = crate::table::ingest::produce_here(s, p, &batch, -1, None)
-                    .await
-                    .map_err(|e| Failure::Statement(e.message))?;
+                let appended = crate::table::ingest::produce_here(
+                    s,
+                    p,
+                    &batch,
+                    -1,
+                    crate::partition::REPLICATION_TIMEOUT,
+                    None,
+                )
+                .await
+                .map_err(|e| Failure::Statement(e.message))?;
                 PartitionAnswer::Appended(appended.base_offset)
             }
             PartitionOp::LogEnd => PartitionAnswer::LogEnd(p.log.high_watermark()),

@@ -7,6 +7,7 @@
 //! append. `Partition` then only appends, caches and waits.
 
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::channel::oneshot;
@@ -163,7 +164,14 @@ pub async fn produce(
     work: Vec<PartitionWork<Bytes>>,
     acks: i16,
 ) -> Vec<(usize, ProduceResult)> {
-    produce_then(shard, work, acks, None).await
+    produce_then(
+        shard,
+        work,
+        acks,
+        crate::partition::REPLICATION_TIMEOUT,
+        None,
+    )
+    .await
 }
 
 /// `produce`, calling `appended` once every partition's batches have their
@@ -174,11 +182,12 @@ pub async fn produce_then(
     shard: &Rc<Shard>,
     work: Vec<PartitionWork<Bytes>>,
     acks: i16,
+    timeout: Duration,
     appended: Option<Box<dyn FnOnce()>>,
 ) -> Vec<(usize, ProduceResult)> {
     let Some(appended) = appended else {
         let work = work.into_iter().map(|w| w.map(|b| (b, None))).collect();
-        return produce_told(shard, work, acks).await;
+        return produce_told(shard, work, acks, timeout).await;
     };
     let (work, told): (Vec<_>, Vec<_>) = work
         .into_iter()
@@ -192,7 +201,7 @@ pub async fn produce_then(
         join_all(told).await;
         appended();
     };
-    let (out, ()) = futures::join!(produce_told(shard, work, acks), all_told);
+    let (out, ()) = futures::join!(produce_told(shard, work, acks, timeout), all_told);
     out
 }
 
@@ -200,10 +209,11 @@ async fn produce_told(
     shard: &Rc<Shard>,
     work: Vec<PartitionWork<(Bytes, Option<oneshot::Sender<()>>)>>,
     acks: i16,
+    timeout: Duration,
 ) -> Vec<(usize, ProduceResult)> {
     shard
         .on_partitions(work, move |s, p, (records, tell): (Bytes, _)| async move {
-            produce_here(&s, &p, &records, acks, tell).await
+            produce_here(&s, &p, &records, acks, timeout, tell).await
         })
         .await
 }
@@ -216,6 +226,7 @@ pub async fn produce_here(
     p: &Rc<Partition>,
     records: &Bytes,
     acks: i16,
+    timeout: Duration,
     tell: Option<oneshot::Sender<()>>,
 ) -> ProduceResult {
     crate::counters::add(&s.counters.partition_appends, 1);
@@ -232,7 +243,7 @@ pub async fn produce_here(
     let batches = ProducedBatches::check(records)?;
     let catalog = s.catalog();
     match ingest(s, p, catalog.topic(&p.topic), batches).await? {
-        Ingest::Append(batches) => p.append(&batches, acks, &s.cache, tell).await,
+        Ingest::Append(batches) => p.append(&batches, acks, timeout, &s.cache, tell).await,
         Ingest::Skip(headers) => p.skip(&headers).await,
     }
 }

@@ -14,9 +14,6 @@ use super::{denied_topic, error_parts, RequestContext};
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 0;
 
-/// One remembered producer, as the log gives it.
-type Remembered = (i64, i16, i32, i64, Option<i64>);
-
 pub async fn handle(
     cx: &RequestContext,
     req: DescribeProducersRequest,
@@ -38,7 +35,7 @@ pub async fn handle(
     }
     let results = shard
         .on_partitions(by.work(), |_, p, ()| async move {
-            Ok::<Vec<Remembered>, weir_core::KafkaError>(p.log.producers())
+            Ok::<_, weir_core::KafkaError>(p.log.producers())
         })
         .await;
     let topics = by
@@ -54,14 +51,16 @@ pub async fn handle(
                             .with_active_producers(
                                 producers
                                     .into_iter()
-                                    .map(|(id, epoch, seq, ts, txn)| {
+                                    .map(|p| {
                                         ProducerState::default()
-                                            .with_producer_id(ProducerId(id))
-                                            .with_producer_epoch(epoch as i32)
-                                            .with_last_sequence(seq)
-                                            .with_last_timestamp(ts)
-                                            .with_coordinator_epoch(-1)
-                                            .with_current_txn_start_offset(txn.unwrap_or(-1))
+                                            .with_producer_id(ProducerId(p.producer_id))
+                                            .with_producer_epoch(p.epoch as i32)
+                                            .with_last_sequence(p.last_sequence)
+                                            .with_last_timestamp(p.last_timestamp)
+                                            .with_coordinator_epoch(p.coordinator_epoch)
+                                            .with_current_txn_start_offset(
+                                                p.txn_start_offset.unwrap_or(-1),
+                                            )
                                     })
                                     .collect(),
                             ),

@@ -77,7 +77,11 @@ pub async fn handle(cx: &RequestContext, req: ProduceRequest) -> Reply {
     // their offsets: its order is kept, and it shares their flush.
     let turn = caller.produce_turn.take();
     let appended = turn.map(|t| Box::new(move || drop(t)) as Box<dyn FnOnce()>);
-    let results = weir_core::table::ingest::produce_then(shard, by.work(), acks, appended).await;
+    // acks=all waits for the in-sync replicas at most the request's
+    // timeout_ms (Kafka's DelayedProduce), then REQUEST_TIMED_OUT.
+    let timeout = std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
+    let results =
+        weir_core::table::ingest::produce_then(shard, by.work(), acks, timeout, appended).await;
     let answers = by.answers(results);
     for ((name, id), parts) in &answers {
         for (partition, r) in parts {

@@ -407,7 +407,7 @@ impl PartitionLog {
 
     /// The producers this partition remembers (DescribeProducers): id,
     /// epoch, last sequence, last append time, open transaction's start.
-    pub fn producers(&self) -> Vec<(i64, i16, i32, i64, Option<i64>)> {
+    pub fn producers(&self) -> Vec<crate::producer_state::ProducerSummary> {
         self.producers.borrow().summary()
     }
 
