@@ -9,9 +9,9 @@
 #       --messages 1000000 --size 1024 --acks all
 #
 # Optional, per side (A_... and B_...):
-#   A_PID=PID      the broker's process: its CPU seconds during each run are
-#                  printed (user + system, from /proc/PID/stat), and their
-#                  median ratio;
+#   A_PID=PID      the broker's process (a cluster's: PID,PID,PID): its CPU
+#                  seconds during each run are printed (user + system,
+#                  from /proc/PID/stat, summed), and their median ratio;
 #   A_STATS=ADDR   a weir node's HTTP address: passed as --node-stats, so
 #                  the node's own produce p99 is printed beside the client's.
 #   A_ARGS="..."   more workload arguments for this side only (split on
@@ -30,8 +30,11 @@ shift 4
 bin="$(dirname "$0")/../target/release/weir-bench"
 args=("$@")
 tick=$(getconf CLK_TCK)
-cpu_ticks() { # pid: user + system ticks so far, or - without a pid
-  if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo -; fi
+cpu_ticks() { # pids (comma-separated): user + system ticks so far, or - without one
+  [ -n "$1" ] || { echo -; return; }
+  local p t=0
+  for p in ${1//,/ }; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo "$t"
 }
 run() { # broker run-number pid stats-addr side-args
   local out topic_args=() i c0 c1 stats=() side=()

@@ -7,6 +7,7 @@
 #   bench/kafka.sh start --port 9392 --dir /tmp/kafka [--mode default|durable]
 #                        [--heap 1G] [--controller-port P] [--foreground]
 #                        [--maven DIR] [--wait SECONDS]
+#                        [--host H --node-id N --voters V --cluster-id ID]
 #   bench/kafka.sh stop --dir /tmp/kafka
 #   bench/kafka.sh classpath --dir /tmp/kafka [--maven DIR]
 #
@@ -16,6 +17,14 @@
 #            segment roll and shutdown).
 #   durable  log.flush.interval.messages=1: every append is fsynced before
 #            the produce is acknowledged, as weir does for acks=all.
+#
+# One node of a cluster (bench/kafka_cluster.sh starts three): --host is
+# the address it listens on (default 127.0.0.1), --node-id its id,
+# --voters the controller quorum (`1@host:port,2@host:port,...`, every node
+# both broker and controller), --cluster-id the id all nodes are formatted
+# with. With three or more voters the internal topics get three replicas
+# and min.insync.replicas is 2 (topics' default too), Kafka's production
+# advice; the rest stays at Kafka's defaults.
 #
 # Everything lives under --dir:
 #   DIR/maven/         the pom this script writes, Maven's local repository
@@ -56,7 +65,7 @@ cmd=${1:-}
 case "$cmd" in ""|-h|--help|help) usage ;; esac
 shift
 port="" dir="" mode=default heap=1G cport="" foreground=0 maven="" wait_s=120
-host=127.0.0.1
+host=127.0.0.1 node=1 voters="" cluster_id=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) port=$2; shift 2 ;;
@@ -67,6 +76,10 @@ while [ $# -gt 0 ]; do
     --maven) maven=$2; shift 2 ;;
     --wait) wait_s=$2; shift 2 ;;
     --foreground) foreground=1; shift ;;
+    --host) host=$2; shift 2 ;;
+    --node-id) node=$2; shift 2 ;;
+    --voters) voters=$2; shift 2 ;;
+    --cluster-id) cluster_id=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown argument: $1 (see bench/kafka.sh --help)" ;;
   esac
@@ -191,13 +204,18 @@ sys.exit(0 if s.connect_ex((sys.argv[1], int(sys.argv[2]))) == 0 else 1)' "$1" "
 }
 
 write_config() {
-  # KRaft combined mode: this one process is the controller quorum (a
-  # single static voter) and the only broker.
+  # KRaft combined mode: this process is a broker and a controller (alone,
+  # a single static voter; else one of --voters).
+  voters=${voters:-$node@$host:$cport}
+  local n rf isr
+  n=$(tr ',' '\n' <<< "$voters" | grep -c .)
+  rf=1 isr=1
+  [ "$n" -ge 3 ] && rf=3 isr=2
   cat > "$dir/server.properties" <<EOF
 # Written by bench/kafka.sh (mode $mode); rewritten on every start.
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@$host:$cport
+node.id=$node
+controller.quorum.voters=$voters
 listeners=PLAINTEXT://$host:$port,CONTROLLER://$host:$cport
 advertised.listeners=PLAINTEXT://$host:$port
 controller.listener.names=CONTROLLER
@@ -205,13 +223,15 @@ inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=$dir/data
 
-# One node: the internal topics cannot have more replicas than it.
+# The internal topics on every node of the quorum (one alone), as many
+# in sync as a production cluster asks.
 num.partitions=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+offsets.topic.replication.factor=$rf
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
+min.insync.replicas=$isr
 # A group's first member is not kept waiting 3 s for others to join.
 group.initial.rebalance.delay.ms=0
 EOF
@@ -267,8 +287,8 @@ start() {
   # metadata on disk before the first start); a later start with the same
   # dir keeps its topics.
   if [ ! -e "$dir/data/meta.properties" ]; then
-    local id
-    id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+    local id=$cluster_id
+    [ -n "$id" ] || id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
     [ -n "$id" ] || die "kafka.tools.StorageTool random-uuid gave no cluster id"
     # Its output (the whole broker config) goes to format.log.
     if ! java -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$cp" kafka.tools.StorageTool \
