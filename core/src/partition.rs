@@ -222,7 +222,7 @@ impl Partition {
     /// `epoch`: every in-sync replica has the batch durably. Refused if
     /// leadership moves first, or if the ISR shrank below
     /// min.insync.replicas meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND);
-    /// bounded by `REPLICATION_TIMEOUT`.
+    /// bounded by `timeout` (REQUEST_TIMED_OUT).
     async fn replicated_past(
         &self,
         last_offset: i64,

@@ -339,8 +339,7 @@ impl ProducerStates {
         self.ending.retain(|(_, marker)| *marker >= log_start);
     }
 
-    /// Every producer's state (DescribeProducers): id, epoch, last
-    /// sequence, last append time, open transaction's first offset.
+    /// Every producer's state (DescribeProducers), by id.
     pub fn summary(&self) -> Vec<ProducerSummary> {
         let mut out: Vec<_> = self
             .producers

@@ -638,7 +638,7 @@ impl Shard {
         // is in it: at once, before this shard's partitions of it are open
         // (which awaits), so that a commit arriving meanwhile is not
         // written to this node's own, unreplicated, group log (it is told
-        // NOT_COORDINATOR until its slot is loaded).
+        // COORDINATOR_LOAD_IN_PROGRESS until its slot is loaded).
         if cat.topic(crate::catalog::GROUPS_TOPIC).is_some() {
             self.groups.use_slots();
         }

@@ -58,11 +58,15 @@ pub async fn handle(cx: &RequestContext, req: FindCoordinatorRequest) -> FindCoo
     if let Err(e) = shard.place_group_coordinators().await {
         log::warn!("placing the cluster's group coordinators: {e}");
     }
-    {
+    // Only for keys the caller may look up: a refusal is answered at once.
+    if checked.is_ok() {
         let keys: Vec<&str> = match version {
-            4.. => req.coordinator_keys.iter().map(|k| k.as_str()).collect(),
-            _ => vec![req.key.as_str()],
-        };
+            4.. => req.coordinator_keys.iter(),
+            _ => std::slice::from_ref(&req.key).iter(),
+        }
+        .map(|k| k.as_str())
+        .filter(|k| refused(k).is_none())
+        .collect();
         shard.coordinators_known(&keys, LEADER_WAIT).await;
     }
     let coordinator = |key: &str| {

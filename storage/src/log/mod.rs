@@ -405,8 +405,7 @@ impl PartitionLog {
         self.producers.borrow().aborted_between(from, upto)
     }
 
-    /// The producers this partition remembers (DescribeProducers): id,
-    /// epoch, last sequence, last append time, open transaction's start.
+    /// The producers this partition remembers (DescribeProducers), by id.
     pub fn producers(&self) -> Vec<crate::producer_state::ProducerSummary> {
         self.producers.borrow().summary()
     }
