@@ -6,6 +6,7 @@ import time
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+import rawkafka
 from conftest import Node, free_port
 
 
@@ -57,10 +58,23 @@ class Cluster:
         admin = AdminClient({"bootstrap.servers": node.bootstrap, **conf})
         return admin.list_topics(topic=topic, timeout=10)
 
+    def live_brokers(self, node, **conf):
+        """The brokers `node` names as not fenced and its controller id (-1
+        for none), from DescribeCluster v2 (librdkafka's describe_cluster
+        asks Metadata, which names fenced brokers too). `conf`: client
+        settings; SASL/PLAIN sign-in is the one understood."""
+        with rawkafka.connect(node.bootstrap) as sock:
+            if conf:
+                assert conf.get("sasl.mechanism") == "PLAIN", f"cannot sign in with {conf}"
+                rawkafka.sasl_plain(sock, conf["sasl.username"], conf["sasl.password"])
+            controller, brokers = rawkafka.describe_cluster_v2(sock)
+        return sorted(b for b, fenced in brokers.items() if not fenced), controller
+
     def await_brokers(self, count, among=None, timeout=30, **conf):
         """Waits until every node of `among` (default: all) names `count`
-        brokers and a controller in its Metadata (asked with the client
-        settings `conf`); returns the controller."""
+        brokers not fenced and a controller in DescribeCluster (asked with
+        the client settings `conf`); returns the controller. (Metadata
+        names fenced brokers too.)"""
         among = among or self.nodes
         deadline = time.time() + timeout
         seen = None
@@ -68,11 +82,9 @@ class Cluster:
             seen = []
             for n in among:
                 try:
-                    md = self.metadata(n, **conf)
-                except KafkaException as e:
+                    seen.append(self.live_brokers(n, **conf))
+                except (KafkaException, OSError) as e:
                     seen.append((str(e), -1))
-                    continue
-                seen.append((sorted(md.brokers), md.controller_id))
             if all(isinstance(b, list) and len(b) == count and c > 0 for b, c in seen) and len({c for _, c in seen}) == 1:
                 return seen[0][1]
             time.sleep(0.1)

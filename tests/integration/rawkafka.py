@@ -99,6 +99,70 @@ def metadata_v0_brokers(sock):
     return out
 
 
+def uvarint(frame, at):
+    """An unsigned varint of `frame` at `at`: (value, next offset)."""
+    value, shift = 0, 0
+    while True:
+        b = frame[at]
+        at += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, at
+        shift += 7
+
+
+def compact_string(frame, at):
+    """A compact nullable string: (text or None, next offset)."""
+    n, at = uvarint(frame, at)
+    if n == 0:
+        return None, at
+    return frame[at:at + n - 1].decode(), at + n - 1
+
+
+def sasl_plain(sock, username, password):
+    """Signs the connection in with SASL/PLAIN: SaslHandshake v1, then
+    SaslAuthenticate v0 (both non-flexible)."""
+    sock.sendall(request(17, 1, string("PLAIN")))
+    frame = read_frame(sock)
+    (error,) = struct.unpack_from(">h", frame, 4)
+    assert error == 0, f"SaslHandshake refused PLAIN: {error}"
+    token = b"\x00" + username.encode() + b"\x00" + password.encode()
+    sock.sendall(request(36, 0, struct.pack(">i", len(token)) + token, correlation_id=2))
+    frame = read_frame(sock)
+    (error,) = struct.unpack_from(">h", frame, 4)
+    assert error == 0, f"SaslAuthenticate refused {username}: {error}"
+
+
+def describe_cluster_v2(sock):
+    """Sends DescribeCluster v2 asking for fenced brokers too (KIP-1073) and
+    returns (controller id, {broker id: fenced}). Flexible: header v2."""
+    payload = (struct.pack(">hhi", 60, 2, 1) + string("raw") + b"\x00"
+               + struct.pack(">?b?", False, 1, True) + b"\x00")
+    sock.sendall(struct.pack(">i", len(payload)) + payload)
+    frame = read_frame(sock)
+    at = 4
+    _tags, at = uvarint(frame, at)
+    (_throttle, error) = struct.unpack_from(">ih", frame, at)
+    at += 6
+    message, at = compact_string(frame, at)
+    assert error == 0, (error, message)
+    at += 1  # endpoint type
+    _cluster_id, at = compact_string(frame, at)
+    (controller,) = struct.unpack_from(">i", frame, at)
+    at += 4
+    n, at = uvarint(frame, at)
+    brokers = {}
+    for _ in range(n - 1):
+        (broker,) = struct.unpack_from(">i", frame, at)
+        _host, at = compact_string(frame, at + 4)
+        at += 4  # port
+        _rack, at = compact_string(frame, at)
+        (fenced,) = struct.unpack_from(">?", frame, at)
+        _tags, at = uvarint(frame, at + 1)
+        brokers[broker] = fenced
+    return controller, brokers
+
+
 def record_batch(values, key=None):
     """A valid v2 record batch, built by kafka-python's own encoder."""
     from kafka.record.default_records import DefaultRecordBatchBuilder

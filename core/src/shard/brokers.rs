@@ -1,5 +1,5 @@
 //! What clients are told of where things are: the brokers (a single node,
-//! its shards with `--shard-ports`, or a cluster's live nodes), the
+//! its shards with `--shard-ports`, or a cluster's registered nodes), the
 //! controller, each partition's leader and each group's coordinator.
 
 use crate::catalog::{stable_hash, ClusterNode, TopicMeta};
@@ -73,16 +73,24 @@ impl Shard {
             .collect()
     }
 
-    /// The brokers clients may use: every one not fenced.
+    /// The brokers Metadata names: every registered one, fenced ones too.
+    /// Kafka leaves fenced brokers out, but a weir node registers fenced
+    /// on every restart and is fenced after a short session: a broker that
+    /// leaves Metadata and comes back is one librdkafka (≥ 2.10)
+    /// decommissions, leaving the partitions and coordinator requests it
+    /// had on the dead handle (confluentinc/librdkafka#4976, #5511), so a
+    /// client stalls after a whole-cluster restart. A fenced node leads
+    /// and coordinates nothing, so naming it only tells its address;
+    /// DescribeCluster still leaves it out unless asked (KIP-1073).
     pub fn brokers(&self) -> Vec<Broker> {
         self.brokers_and_fenced()
             .into_iter()
-            .filter_map(|(b, fenced)| (!fenced).then_some(b))
+            .map(|(b, _)| b)
             .collect()
     }
 
-    /// The brokers among `ids` that clients may use (KIP-951's node
-    /// endpoints for the leaders a response names).
+    /// The brokers among `ids` (KIP-951's node endpoints for the leaders
+    /// a response names).
     pub fn brokers_among(&self, ids: &std::collections::BTreeSet<i32>) -> Vec<Broker> {
         self.brokers()
             .into_iter()
