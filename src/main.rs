@@ -238,7 +238,8 @@ struct ServeArgs {
     group_consumer_session_timeout_ms: u64,
     /// A file holding the admin role's token (else WEIR_ADMIN_TOKEN). A
     /// client signs in with SASL/PLAIN as `admin` and this token; setting
-    /// any role token turns sign-in on.
+    /// any role token turns sign-in on. The nodes of a cluster sign in to
+    /// each other with it too: give every node the same.
     #[arg(env = "WEIR_ADMIN_TOKEN_FILE", long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
     /// A file holding the writer role's token (else WEIR_WRITER_TOKEN).
@@ -266,6 +267,17 @@ struct ServeArgs {
         requires = "tls_cert"
     )]
     tls_client_ca: Option<PathBuf>,
+    /// PEM certificates of the authority that signs the other nodes'
+    /// certificates: a cluster node whose Kafka port speaks TLS reaches
+    /// the others' over TLS too (its replica fetcher), trusting this.
+    /// Default: --tls-client-ca.
+    #[arg(
+        env = "WEIR_TLS_PEER_CA",
+        long,
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    tls_peer_ca: Option<PathBuf>,
     /// Read settings from this TOML file: its keys are these flags' names
     /// (`max_connections = 20000`, `data_dir = "/var/lib/weir"`); a flag
     /// or a WEIR_* variable overrides it, and an unknown key is refused.
@@ -298,6 +310,25 @@ fn tls(args: &ServeArgs) -> Result<Option<weir_net::tls::TlsAcceptor>, String> {
                 .into(),
         ),
         _ => Ok(None),
+    }
+}
+
+/// The TLS a cluster node speaks to the others' Kafka ports: theirs speak
+/// it when its own does (`--tls-cert`), trusting `--tls-peer-ca`, else
+/// `--tls-client-ca`; `None` on a single node or in the clear.
+fn peer_tls(args: &ServeArgs) -> Result<Option<weir_net::tls::TlsConnector>, String> {
+    let clustered = args.voters.is_some() || args.join.is_some();
+    if !clustered || args.tls_cert.is_none() {
+        return Ok(None);
+    }
+    match (&args.tls_peer_ca, &args.tls_client_ca) {
+        (Some(ca), _) => weir_net::tls::peer_connector(ca, "--tls-peer-ca").map(Some),
+        (None, Some(ca)) => weir_net::tls::peer_connector(ca, "--tls-client-ca").map(Some),
+        (None, None) => Err(
+            "--tls-cert in a cluster needs --tls-peer-ca (or --tls-client-ca): the authority \
+             this node trusts in the other nodes' certificates when it copies from them"
+                .into(),
+        ),
     }
 }
 
@@ -405,6 +436,11 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
         (Role::Writer, args.writer_token_file.as_deref()),
         (Role::Reader, args.reader_token_file.as_deref()),
     ])?;
+    cfg.node_sign_in = weir_core::auth::read_token(Role::Admin, args.admin_token_file.as_deref())?
+        .map(|password| weir_core::auth::NodeSignIn {
+            user: Role::Admin.name().to_string(),
+            password,
+        });
     Ok(cfg)
 }
 
@@ -597,7 +633,10 @@ fn run_sql(args: SqlArgs) {
 fn serve(args: ServeArgs) {
     // Said once the node serves: a start-up failure is one line.
     let memory = allocator::release_freed_memory_after(args.release_freed_memory_ms);
-    let cfg = match tls(&args).and_then(|tls| Ok((config(args)?, tls))) {
+    let cfg = match tls(&args)
+        .and_then(|tls| Ok((tls, peer_tls(&args)?)))
+        .and_then(|tls| Ok((config(args)?, tls)))
+    {
         Ok(c) => c,
         Err(e) => {
             eprintln!("weir: {e}");
@@ -605,12 +644,12 @@ fn serve(args: ServeArgs) {
         }
     };
     let set = block_stop_signals();
-    let (cfg, tls) = cfg;
+    let (cfg, (tls, peer_tls)) = cfg;
     let files = raise_open_files_limit(cfg.max_connections);
     let (kafka, http, shards) = (cfg.kafka_addr, cfg.http_addr, cfg.shards);
     let over = if tls.is_some() { " over TLS" } else { "" };
     let serve: weir_core::node::ServeFn =
-        Arc::new(move |shard| weir_net::server::bind(shard, tls.clone()));
+        Arc::new(move |shard| weir_net::server::bind(shard, tls.clone(), peer_tls.clone()));
     let node = match weir_core::node::start(cfg, serve) {
         Ok(n) => n,
         Err(e) => {

@@ -89,6 +89,9 @@ pub struct NodeConfig {
     pub groups: crate::groups::group::GroupConfig,
     /// The role tokens (`auth`); none set and no user: sign-in is off.
     pub role_tokens: crate::auth::RoleTokens,
+    /// How this node signs in to the others (`None`: no admin token, it
+    /// does not sign in).
+    pub node_sign_in: Option<crate::auth::NodeSignIn>,
     /// The CPUs shards run on.
     pub cpus: Cpus,
     /// This node's place in a cluster; `None`: a single node.
@@ -260,6 +263,7 @@ impl NodeConfig {
             spin_before_park: Duration::ZERO,
             groups: Default::default(),
             role_tokens: Default::default(),
+            node_sign_in: None,
             cpus: Cpus::EachShardItsOwn,
             cluster: None,
         }

@@ -190,6 +190,30 @@ impl Partition {
         }
     }
 
+    /// Checks a client's read (Fetch, ListOffsets, OffsetForLeaderEpoch)
+    /// as Kafka's `getLocalLog` does: the leader epoch it knows first
+    /// (KIP-320), then that this node leads the partition. The catalog
+    /// may name this node leader before its partition takes the role (a
+    /// restart not yet registered keeps it leaderless): a replica not
+    /// leading answers NOT_LEADER_OR_FOLLOWER, never reads past a high
+    /// watermark it does not keep, nor an epoch cache it has not written
+    /// (an empty one answers "no such epoch", which a consumer takes for
+    /// a truncation and resets its position). Answers the leader epoch.
+    pub fn check_serving(&self, asked: i32) -> Result<i32, KafkaError> {
+        let role = self.role.borrow();
+        crate::leader_epoch::check(&self.topic, self.index, asked, role.epoch())?;
+        match role.leads() {
+            true => Ok(role.epoch()),
+            false => Err(KafkaError::new(
+                ErrorCode::NotLeaderOrFollower,
+                format!(
+                    "{}-{}: this node does not lead it yet (or any more)",
+                    self.topic, self.index
+                ),
+            )),
+        }
+    }
+
     /// Refuses a write unless this node leads the partition (and, for
     /// acks=all, enough replicas are in sync: NOT_ENOUGH_REPLICAS, as
     /// Kafka checks before the append). Answers the leader epoch.

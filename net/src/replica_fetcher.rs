@@ -21,6 +21,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures::future::{join_all, select, Either};
 use futures::{AsyncReadExt, AsyncWriteExt};
+use futures_rustls::TlsConnector;
 use glommio::net::TcpStream;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -30,9 +31,11 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
     TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use weir_core::auth::NodeSignIn;
 use weir_core::config::Broker;
 use weir_core::shard::Followed;
 use weir_core::{ErrorCode, Shard};
@@ -61,7 +64,7 @@ const BACKOFF: Duration = Duration::from_millis(100);
 /// Runs on a shard of a cluster node for the node's life: keeps one
 /// session per leader this shard follows partitions from, each given the
 /// current list at every catalog installed.
-pub async fn run(shard: Rc<Shard>) {
+pub async fn run(shard: Rc<Shard>, tls: Option<TlsConnector>) {
     type Session = Rc<std::cell::RefCell<Vec<Followed>>>;
     let mut sessions: HashMap<(i32, String, u16), Session> = HashMap::new();
     while !shard.is_stopping() {
@@ -87,7 +90,8 @@ pub async fn run(shard: Rc<Shard>) {
                 None => {
                     let broker = list[0].broker.clone();
                     let parts = Rc::new(std::cell::RefCell::new(list));
-                    glommio::spawn_local(session(shard.clone(), broker, parts.clone())).detach();
+                    let s = session(shard.clone(), broker, parts.clone(), tls.clone());
+                    glommio::spawn_local(s).detach();
                     sessions.insert(key, parts);
                 }
             }
@@ -103,20 +107,37 @@ pub async fn run(shard: Rc<Shard>) {
 
 /// Fetches `parts` from `leader` until it is given none: connects (again after
 /// any failure), reconciles partitions new to an epoch, then fetches.
-async fn session(shard: Rc<Shard>, leader: Broker, parts: Rc<std::cell::RefCell<Vec<Followed>>>) {
+async fn session(
+    shard: Rc<Shard>,
+    leader: Broker,
+    parts: Rc<std::cell::RefCell<Vec<Followed>>>,
+    tls: Option<TlsConnector>,
+) {
     // The epoch each partition was last reconciled in.
     let mut reconciled: HashMap<(String, i32), i32> = HashMap::new();
     let me = shard.config.node_id;
     let from = shard.cluster.as_ref().and_then(|c| c.source_addr());
+    let sign_in = shard.config.node_sign_in.clone();
+    // A refused sign-in is told once (until it changes), not every retry.
+    let mut refused: Option<String> = None;
     while !shard.is_stopping() {
-        let mut conn = match Conn::open(&leader, from).await {
+        let mut conn = match Conn::open(&leader, from, tls.as_ref(), sign_in.as_ref()).await {
             Ok(c) => c,
-            Err(e) => {
+            Err(OpenError::Connect(e)) => {
                 log::debug!("replica fetcher: connecting to broker {}: {e}", leader.id);
                 glommio::timer::sleep(BACKOFF).await;
                 continue;
             }
+            Err(OpenError::SignIn(e)) => {
+                if refused.as_ref() != Some(&e) {
+                    log::warn!("replica fetcher: signing in to broker {}: {e}", leader.id);
+                    refused = Some(e);
+                }
+                glommio::timer::sleep(BACKOFF).await;
+                continue;
+            }
         };
+        refused = None;
         loop {
             if shard.is_stopping() {
                 return;
@@ -467,24 +488,95 @@ async fn start_over_where_needed(
 
 /// A client connection to a leader's Kafka port: one call at a time.
 struct Conn {
-    stream: TcpStream,
+    stream: Box<dyn Duplex>,
     next_id: i32,
+}
+
+/// A byte stream both ways: a socket, or TLS over one.
+trait Duplex: futures::AsyncRead + futures::AsyncWrite + Unpin {}
+impl<T: futures::AsyncRead + futures::AsyncWrite + Unpin> Duplex for T {}
+
+/// Why a connection to a leader was not made.
+enum OpenError {
+    /// It could not be reached (down, restarting): tried again quietly.
+    Connect(String),
+    /// It refused this node's sign-in or TLS handshake: a setting to
+    /// fix, told.
+    SignIn(String),
 }
 
 impl Conn {
     /// Connects to `broker`'s Kafka port from `from` (the node's own
-    /// address, as its other calls to the nodes leave).
-    async fn open(broker: &Broker, from: Option<std::net::SocketAddr>) -> Result<Conn, String> {
+    /// address, as its other calls to the nodes leave), over `tls` if
+    /// given, and, with `sign_in`, signs in with SASL/PLAIN
+    /// (SaslHandshake v1, then SaslAuthenticate v2), as a Kafka broker's
+    /// follower signs in with its inter-broker credentials.
+    async fn open(
+        broker: &Broker,
+        from: Option<std::net::SocketAddr>,
+        tls: Option<&TlsConnector>,
+        sign_in: Option<&NodeSignIn>,
+    ) -> Result<Conn, OpenError> {
         let addr = (broker.host.as_str(), broker.port)
             .to_socket_addrs()
-            .map_err(|e| format!("resolving {}:{}: {e}", broker.host, broker.port))?
-            .next()
-            .ok_or_else(|| format!("{}:{} resolves to nothing", broker.host, broker.port))?;
+            .map_err(|e| format!("resolving {}:{}: {e}", broker.host, broker.port))
+            .and_then(|mut a| {
+                a.next()
+                    .ok_or_else(|| format!("{}:{} resolves to nothing", broker.host, broker.port))
+            })
+            .map_err(OpenError::Connect)?;
         let stream = TcpStream::connect_timeout_from(from, addr, Duration::from_secs(3))
             .await
-            .map_err(|e| format!("connecting to {addr}: {e}"))?;
+            .map_err(|e| OpenError::Connect(format!("connecting to {addr}: {e}")))?;
         let _ = stream.set_nodelay(true);
-        Ok(Conn { stream, next_id: 0 })
+        let stream: Box<dyn Duplex> = match tls {
+            None => Box::new(stream),
+            Some(c) => Box::new(
+                crate::tls::connect(c, &broker.host, stream)
+                    .await
+                    .map_err(OpenError::SignIn)?,
+            ),
+        };
+        let mut conn = Conn { stream, next_id: 0 };
+        if let Some(s) = sign_in {
+            conn.sign_in(s).await?;
+        }
+        Ok(conn)
+    }
+
+    async fn sign_in(&mut self, s: &NodeSignIn) -> Result<(), OpenError> {
+        let req =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+        let hs: SaslHandshakeResponse = self
+            .call(ApiKey::SaslHandshake, 1, &req)
+            .await
+            .map_err(OpenError::Connect)?;
+        if hs.error_code != 0 {
+            return Err(OpenError::SignIn(format!(
+                "SASL/PLAIN refused (error {}); the leader offers {:?}",
+                hs.error_code,
+                hs.mechanisms.iter().map(|m| m.as_str()).collect::<Vec<_>>()
+            )));
+        }
+        let mut plain = Vec::with_capacity(2 + s.user.len() + s.password.len());
+        plain.push(0);
+        plain.extend_from_slice(s.user.as_bytes());
+        plain.push(0);
+        plain.extend_from_slice(s.password.as_bytes());
+        let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(plain));
+        let auth: SaslAuthenticateResponse = self
+            .call(ApiKey::SaslAuthenticate, 2, &req)
+            .await
+            .map_err(OpenError::Connect)?;
+        if auth.error_code != 0 {
+            return Err(OpenError::SignIn(format!(
+                "as {} (error {}): {} (every node of a cluster needs the same admin token)",
+                s.user,
+                auth.error_code,
+                auth.error_message.as_deref().unwrap_or("")
+            )));
+        }
+        Ok(())
     }
 
     /// Sends one request and reads its answer, within `CALL_TIMEOUT`.

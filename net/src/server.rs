@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use futures_rustls::TlsAcceptor;
+use futures_rustls::{TlsAcceptor, TlsConnector};
 use glommio::net::TcpListener;
 use glommio::sync::Semaphore;
 use weir_core::node::Serving;
@@ -17,7 +17,13 @@ use weir_core::Shard;
 use crate::connection;
 
 /// Binds this shard's listeners and returns the future that serves them.
-pub fn bind(shard: Rc<Shard>, tls: Option<TlsAcceptor>) -> Result<Serving, String> {
+/// `peer_tls`: how a cluster node's replica fetcher reaches the others'
+/// Kafka ports when they speak TLS.
+pub fn bind(
+    shard: Rc<Shard>,
+    tls: Option<TlsAcceptor>,
+    peer_tls: Option<TlsConnector>,
+) -> Result<Serving, String> {
     let kafka = TcpListener::bind(shard.config.kafka_addr).map_err(|e| {
         format!(
             "cannot listen for Kafka on {}: {e}",
@@ -41,7 +47,7 @@ pub fn bind(shard: Rc<Shard>, tls: Option<TlsAcceptor>) -> Result<Serving, Strin
         let fetcher = shard
             .cluster
             .is_some()
-            .then(|| glommio::spawn_local(crate::replica_fetcher::run(shard.clone())));
+            .then(|| glommio::spawn_local(crate::replica_fetcher::run(shard.clone(), peer_tls)));
         let own_task = own.map(|l| {
             glommio::spawn_local(accept_kafka(shard.clone(), l, slots.clone(), tls.clone()))
         });

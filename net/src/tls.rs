@@ -1,5 +1,7 @@
 //! TLS on the Kafka and HTTP ports (`--tls-cert`, `--tls-key`,
-//! `--tls-client-ca`): rustls, TLS 1.2 and 1.3, over glommio's sockets.
+//! `--tls-client-ca`): rustls, TLS 1.2 and 1.3, over glommio's sockets;
+//! and the client side a cluster node's replica fetcher speaks to the
+//! others' Kafka ports (`--tls-peer-ca`).
 //!
 //! With a client CA, a client may present a certificate; one that does not
 //! chain to that CA fails the handshake, and one that does names the
@@ -13,11 +15,11 @@ use std::time::Duration;
 
 use futures::io::{AsyncRead, AsyncWrite};
 use futures_rustls::server::TlsStream;
-pub use futures_rustls::TlsAcceptor;
+pub use futures_rustls::{TlsAcceptor, TlsConnector};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 /// How long a client may take over its handshake before it is dropped (a
 /// client that connects and says nothing holds a connection slot).
@@ -84,6 +86,51 @@ fn certificates(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>,
         ));
     }
     Ok(certs)
+}
+
+/// The TLS a node's replica fetcher speaks to the others' Kafka ports:
+/// their certificates must chain to the authority in `ca` (`flag` names
+/// where it came from in errors) and name the host connected to. No
+/// client certificate is presented: the fetcher signs in with SASL.
+pub fn peer_connector(ca: &Path, flag: &str) -> Result<TlsConnector, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = RootCertStore::empty();
+    for cert in certificates(ca, flag)? {
+        roots
+            .add(cert)
+            .map_err(|e| format!("{flag} {}: {e}", ca.display()))?;
+    }
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(TlsConnector::from(Arc::new(config)))
+}
+
+/// Runs the client side of a handshake with `host`, bounded in time.
+pub async fn connect<IO>(
+    connector: &TlsConnector,
+    host: &str,
+    stream: IO,
+) -> Result<futures_rustls::client::TlsStream<IO>, String>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    let name = ServerName::try_from(host.to_string())
+        .map_err(|e| format!("{host:?} is no TLS server name: {e}"))?;
+    match glommio::timer::timeout(HANDSHAKE_TIMEOUT, async {
+        Ok(connector.connect(name, stream).await)
+    })
+    .await
+    {
+        Ok(Ok(tls)) => Ok(tls),
+        Ok(Err(e)) => Err(format!("TLS handshake with {host} failed: {e}")),
+        Err(_) => Err(format!(
+            "TLS handshake with {host} not done in {}s",
+            HANDSHAKE_TIMEOUT.as_secs()
+        )),
+    }
 }
 
 /// Runs the server side of a handshake, bounded in time.

@@ -62,8 +62,14 @@ class Cluster:
         """The brokers `node` names as not fenced and its controller id (-1
         for none), from DescribeCluster v2 (librdkafka's describe_cluster
         asks Metadata, which names fenced brokers too). `conf`: client
-        settings; SASL/PLAIN sign-in is the one understood."""
-        with rawkafka.connect(node.bootstrap) as sock:
+        settings; SASL/PLAIN sign-in and TLS (`ssl.ca.location`) are
+        understood."""
+        with rawkafka.connect(node.bootstrap) as plain:
+            sock = plain
+            if "ssl.ca.location" in conf:
+                import ssl
+                ctx = ssl.create_default_context(cafile=conf["ssl.ca.location"])
+                sock = ctx.wrap_socket(plain, server_hostname=node.host)
             if conf:
                 assert conf.get("sasl.mechanism") == "PLAIN", f"cannot sign in with {conf}"
                 rawkafka.sasl_plain(sock, conf["sasl.username"], conf["sasl.password"])

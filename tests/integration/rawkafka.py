@@ -51,6 +51,50 @@ def fetch_v4(topic, partition, offset, max_bytes, max_wait_ms=500):
             + struct.pack(">i", 1) + struct.pack(">iqi", partition, offset, max_bytes))
 
 
+def one_partition_error(frame, head):
+    """The error code of a response naming one topic and one partition,
+    whose body starts with `head` bytes before the topic array (each
+    partition entry led by its index, then its error code)."""
+    at = 4 + head + 4
+    (tlen,) = struct.unpack_from(">h", frame, at)
+    at += 2 + tlen + 4 + 4
+    (error,) = struct.unpack_from(">h", frame, at)
+    return error
+
+
+def fetch_v4_error(sock, topic, partition, offset):
+    """A consumer's Fetch v4 of one partition: its error code."""
+    sock.sendall(request(1, 4, fetch_v4(topic, partition, offset, 1 << 20, max_wait_ms=0)))
+    return one_partition_error(read_frame(sock), head=4)
+
+
+def list_offsets_v1(sock, topic, partition, timestamp=-1):
+    """ListOffsets v1 of one partition (-1: latest, -2: earliest):
+    (error code, offset)."""
+    body = (struct.pack(">i", -1) + struct.pack(">i", 1) + string(topic) + struct.pack(">i", 1)
+            + struct.pack(">iq", partition, timestamp))
+    sock.sendall(request(2, 1, body))
+    frame = read_frame(sock)
+    error = one_partition_error(frame, head=0)
+    (offset,) = struct.unpack_from(">q", frame, len(frame) - 8)
+    return error, offset
+
+
+def offset_for_leader_epoch_v2(sock, topic, partition, current_epoch, epoch):
+    """OffsetForLeaderEpoch v2 of one partition, as a consumer validating
+    its position asks: (error code, leader epoch, end offset)."""
+    body = (struct.pack(">i", 1) + string(topic) + struct.pack(">i", 1)
+            + struct.pack(">iii", partition, current_epoch, epoch))
+    sock.sendall(request(23, 2, body))
+    frame = read_frame(sock)
+    # Each partition entry leads with its error code, then its index.
+    at = 4 + 4 + 4
+    (tlen,) = struct.unpack_from(">h", frame, at)
+    at += 2 + tlen + 4
+    error, _partition, leader_epoch, end = struct.unpack_from(">hiiq", frame, at)
+    return error, leader_epoch, end
+
+
 def large_record_batch(values):
     """A valid v2 record batch of any size (`record_batch` stops at 1 MiB)."""
     from kafka.record.default_records import DefaultRecordBatchBuilder

@@ -5,6 +5,7 @@ certificate whose CN is the principal, HTTPS /sql and `weir sql --ca`,
 an untrusted certificate, a stalled handshake — each closes only its own
 connection."""
 import os
+import time
 import ssl
 import subprocess
 import http.client
@@ -254,3 +255,45 @@ def test_required_tls_node_starts_with_a_certificate(make_node, certs):
     assert metadata_v0(s) is None
     with node.urlopen(node.http + "/health") as r:
         assert r.status == 200
+
+
+def test_a_cluster_over_tls_copies_to_every_replica(tmp_path, certs):
+    """Three nodes whose Kafka ports speak TLS, with sign-in on: each
+    node's followers reach their leaders over TLS, trusting the authority
+    in --tls-peer-ca, and sign in as admin; acks=all writes from a
+    SASL_SSL client reach every replica."""
+    from cluster import Cluster
+    from test_replication import log_ends
+    cluster = Cluster(tmp_path, env=TOKENS,
+                      extra=[*tls_args(certs, client_ca=False), "--tls-peer-ca", certs["ca.pem"]])
+    for n in cluster.nodes:
+        n.ca = certs["ca.pem"]
+    conf = {k: v for k, v in sasl_ssl(cluster.node(1), "admin", ADMIN).items() if k != "bootstrap.servers"}
+    cluster.start(**conf)
+    try:
+        one = cluster.node(1)
+        admin = AdminClient(sasl_ssl(one, "admin", ADMIN))
+        admin.create_topics([NewTopic("over-tls", 3, 3)])["over-tls"].result(30)
+        p = Producer({**sasl_ssl(one, "admin", ADMIN), "acks": "all"})
+        acked = []
+        for i in range(300):
+            p.produce("over-tls", value=f"v{i}", partition=i % 3,
+                      on_delivery=lambda err, msg: acked.append(msg.offset()) if err is None else None)
+        assert p.flush(30) == 0 and len(acked) == 300
+        for n in cluster.nodes:
+            deadline = time.time() + 10
+            while (seen := log_ends(n, "over-tls")) != {0: 100, 1: 100, 2: 100}:
+                assert time.time() < deadline, f"node {n.bootstrap} holds {seen}"
+                time.sleep(0.05)
+    finally:
+        cluster.stop()
+
+
+def test_a_cluster_node_with_tls_needs_an_authority_to_trust_the_others(tmp_path, certs):
+    """A cluster node whose Kafka port speaks TLS must be told which
+    authority signs the other nodes' certificates: without --tls-peer-ca
+    or --tls-client-ca it refuses to start, saying so."""
+    out = subprocess.run([WEIR, "serve", str(tmp_path / "d"), "--node-id", "1",
+                          "--voters", f"1@127.0.0.1:{free_port()}", *tls_args(certs, client_ca=False)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "--tls-peer-ca" in out.stderr, out.stderr

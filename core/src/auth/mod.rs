@@ -91,19 +91,8 @@ impl RoleTokens {
     pub fn load(files: &[(Role, Option<&Path>)]) -> Result<RoleTokens, String> {
         let mut tokens = Vec::new();
         for &(role, file) in files {
-            let var = format!("WEIR_{}_TOKEN", role.name().to_uppercase());
-            let token = match file {
-                Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
-                    format!("reading the {} token {}: {e}", role.name(), path.display())
-                })?),
-                None => std::env::var(&var).ok(),
-            };
-            if let Some(t) = token {
-                let t = t.trim();
-                if t.is_empty() {
-                    return Err(format!("the {} token is empty", role.name()));
-                }
-                tokens.push((role, users::token_hash(t)));
+            if let Some(t) = read_token(role, file)? {
+                tokens.push((role, users::token_hash(&t)));
             }
         }
         Ok(RoleTokens { tokens })
@@ -138,6 +127,39 @@ impl RoleTokens {
             .iter()
             .find(|(_, h)| *h == hash)
             .map(|(r, _)| *r)
+    }
+}
+
+/// The token of `role` from `file`, else from `WEIR_<ROLE>_TOKEN`, trimmed
+/// (an empty one is refused); `None` if neither is set.
+pub fn read_token(role: Role, file: Option<&Path>) -> Result<Option<String>, String> {
+    let var = format!("WEIR_{}_TOKEN", role.name().to_uppercase());
+    let token =
+        match file {
+            Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+                format!("reading the {} token {}: {e}", role.name(), path.display())
+            })?),
+            None => std::env::var(&var).ok(),
+        };
+    match token.as_deref().map(str::trim) {
+        Some("") => Err(format!("the {} token is empty", role.name())),
+        Some(t) => Ok(Some(t.to_string())),
+        None => Ok(None),
+    }
+}
+
+/// How a node signs in to the others' Kafka ports (its replica fetcher):
+/// as `admin` with the admin token, which every node of a cluster with
+/// sign-in shares (as Kafka's inter-broker principal is a super user).
+#[derive(Clone, PartialEq, Eq)]
+pub struct NodeSignIn {
+    pub user: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for NodeSignIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NodeSignIn({}, <secret>)", self.user)
     }
 }
 

@@ -466,8 +466,16 @@ impl Shard {
         self.invoke_on(self.group_shard(group), move |s| async move {
             // The catalog names this node as soon as it leads the slot;
             // until the slot's state is loaded, an answer would be of an
-            // empty group (COORDINATOR_LOAD_IN_PROGRESS, as Kafka's).
-            s.groups.check_loaded(&key)?;
+            // empty group (COORDINATOR_LOAD_IN_PROGRESS, as Kafka's). That
+            // holds before the load begins too (the slot's partition is
+            // still opening): NOT_COORDINATOR only if another node leads it.
+            s.groups.check_loaded(&key).map_err(|e| match e.code {
+                ErrorCode::NotCoordinator if s.coordinates(&key).is_ok() => KafkaError::new(
+                    ErrorCode::CoordinatorLoadInProgress,
+                    format!("{key:?}'s slot is led here and its state not loaded yet"),
+                ),
+                _ => e,
+            })?;
             Ok(f(s).await)
         })
         .await?

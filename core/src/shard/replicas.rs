@@ -38,16 +38,6 @@ impl Shard {
     /// Gives every partition kept here the role `cat` says (after the
     /// partitions are opened or dropped), and wakes the replica fetcher.
     pub(crate) fn take_roles(self: &Rc<Self>, cat: &Catalog) {
-        let me = self.config.node_id;
-        // Until this run of the node is registered (a restart: the
-        // catalog still names its previous incarnation), it leads nothing:
-        // the quorum is about to move its leaderships to a new epoch, and
-        // leading in the old one could reuse offsets its followers hold
-        // with other records (an unsynced tail lost in the crash).
-        let registered = cat
-            .nodes
-            .get(&me)
-            .is_none_or(|n| n.incarnation == crate::config::incarnation());
         let parts: Vec<(TopicPartition, Rc<Partition>)> = self
             .partitions
             .borrow()
@@ -55,15 +45,8 @@ impl Shard {
             .map(|(tp, p)| (tp.clone(), p.clone()))
             .collect();
         for (tp, part) in parts {
-            let Some(t) = cat.topic(tp.topic()) else {
+            if !self.take_role(cat, &tp, &part) {
                 continue;
-            };
-            let role = match Role::from_catalog(t, tp.partition, me) {
-                Role::Leader(l) if !registered => Role::Leaderless { epoch: l.epoch },
-                role => role,
-            };
-            if let Err(e) = part.set_role(role) {
-                log::error!("{}-{}: taking its new role: {e}", tp.topic(), tp.partition);
             }
             if tp.topic() == crate::catalog::GROUPS_TOPIC {
                 self.coordinate_slot(tp.partition as u32, &part);
@@ -72,6 +55,32 @@ impl Shard {
         for w in self.catalog_watchers.borrow_mut().drain(..) {
             let _ = w.send(());
         }
+    }
+
+    /// Gives one partition the role `cat` says; false if `cat` has no
+    /// such topic. Until this run of the node is registered (a restart:
+    /// the catalog still names its previous incarnation), it leads
+    /// nothing: the quorum is about to move its leaderships to a new
+    /// epoch, and leading in the old one could reuse offsets its
+    /// followers hold with other records (an unsynced tail lost in the
+    /// crash).
+    pub(crate) fn take_role(&self, cat: &Catalog, tp: &TopicPartition, part: &Partition) -> bool {
+        let me = self.config.node_id;
+        let Some(t) = cat.topic(tp.topic()) else {
+            return false;
+        };
+        let registered = cat
+            .nodes
+            .get(&me)
+            .is_none_or(|n| n.incarnation == crate::config::incarnation());
+        let role = match Role::from_catalog(t, tp.partition, me) {
+            Role::Leader(l) if !registered => Role::Leaderless { epoch: l.epoch },
+            role => role,
+        };
+        if let Err(e) = part.set_role(role) {
+            log::error!("{}-{}: taking its new role: {e}", tp.topic(), tp.partition);
+        }
+        true
     }
 
     /// A partition of the groups topic: its leader coordinates its slot

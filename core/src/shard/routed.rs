@@ -256,8 +256,7 @@ impl Shard {
                     match replica {
                         Some(node) => p.read_for_follower(node, epoch, fp.offset, limit).await,
                         None => {
-                            let current = p.role.borrow().epoch();
-                            crate::leader_epoch::check(&fp.topic, fp.partition, epoch, current)?;
+                            p.check_serving(epoch)?;
                             p.read(fp.offset, limit, fp.committed).await
                         }
                     }
@@ -313,8 +312,7 @@ impl Shard {
         work: Vec<PartitionWork<(OffsetQuery, i32)>>,
     ) -> Vec<(usize, Result<(i64, i64, i32), KafkaError>)> {
         self.on_partitions(work, |_, p, (q, known): (OffsetQuery, i32)| async move {
-            let epoch = p.role.borrow().epoch();
-            crate::leader_epoch::check(&p.topic, p.index, known, epoch)?;
+            let epoch = p.check_serving(known)?;
             if matches!(q, OffsetQuery::Latest | OffsetQuery::LatestStable) {
                 p.check_high_watermark_known()?;
             }
@@ -356,8 +354,7 @@ impl Shard {
         work: Vec<PartitionWork<(i32, i32)>>,
     ) -> Vec<(usize, Result<(i32, i64), KafkaError>)> {
         self.on_partitions(work, |_, p, (current, asked): (i32, i32)| async move {
-            let epoch = p.role.borrow().epoch();
-            crate::leader_epoch::check(&p.topic, p.index, current, epoch)?;
+            p.check_serving(current)?;
             Ok(p.log.end_offset_for(asked))
         })
         .await
