@@ -69,6 +69,16 @@ def log_ends(node, topic, which="end"):
     return out
 
 
+def await_log_ends(nodes, topic, want, timeout=10):
+    """Waits until each of `nodes` holds its own copy of `topic` up to
+    `want` ({partition: log end}), copied from the leaders."""
+    for n in nodes:
+        deadline = time.time() + timeout
+        while (seen := log_ends(n, topic)) != want:
+            assert time.time() < deadline, f"node {n.bootstrap} holds {seen}, not {want}"
+            time.sleep(0.05)
+
+
 def test_an_acks_all_produce_waits_no_longer_than_its_timeout(cluster):
     """acks=all waits for the in-sync replicas at most the produce's
     timeout_ms (then REQUEST_TIMED_OUT, as Kafka's DelayedProduce): with a
@@ -189,11 +199,7 @@ def test_a_replicated_topic_copies_every_record_to_every_replica(cluster):
         ends[part] = 1 + max(o for (pp, o) in acked.values() if pp == part)
     # Every replica's own log reaches what was acknowledged (acks=all: all
     # three were in sync).
-    for n in cluster.nodes:
-        deadline = time.time() + 10
-        while (seen := log_ends(n, "copied")) != ends:
-            assert time.time() < deadline, f"node {n.bootstrap} holds {seen}, not {ends}"
-            time.sleep(0.05)
+    await_log_ends(cluster.nodes, "copied", ends)
     check_every_acknowledged_record(cluster.node(3).bootstrap, "copied", 6, acked)
 
 
@@ -266,11 +272,7 @@ def test_followers_sign_in_to_their_leaders_where_sign_in_is_required(tmp_path):
             p.produce("signed", value=f"v{i}", partition=i % 2,
                       on_delivery=lambda err, msg: acked.append(msg.partition()) if err is None else None)
         assert p.flush(30) == 0 and len(acked) == 200
-        for n in (cluster.node(1), cluster.node(2)):
-            deadline = time.time() + 10
-            while (seen := log_ends(n, "signed")) != {0: 100, 1: 100}:
-                assert time.time() < deadline, f"node {n.bootstrap} holds {seen}"
-                time.sleep(0.05)
+        await_log_ends([cluster.node(1), cluster.node(2)], "signed", {0: 100, 1: 100})
         # Node 3, with another admin token, follows a partition of node 1:
         # refused, it says why, and holds none of what node 1 took.
         admin.create_topics([NewTopic("unsigned", 1, replica_assignment=[[1, 3]])])["unsigned"].result(30)

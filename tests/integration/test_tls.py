@@ -5,7 +5,6 @@ certificate whose CN is the principal, HTTPS /sql and `weir sql --ca`,
 an untrusted certificate, a stalled handshake — each closes only its own
 connection."""
 import os
-import time
 import ssl
 import subprocess
 import http.client
@@ -263,7 +262,7 @@ def test_a_cluster_over_tls_copies_to_every_replica(tmp_path, certs):
     in --tls-peer-ca, and sign in as admin; acks=all writes from a
     SASL_SSL client reach every replica."""
     from cluster import Cluster
-    from test_replication import log_ends
+    from test_replication import await_log_ends
     cluster = Cluster(tmp_path, env=TOKENS,
                       extra=[*tls_args(certs, client_ca=False), "--tls-peer-ca", certs["ca.pem"]])
     for n in cluster.nodes:
@@ -280,11 +279,7 @@ def test_a_cluster_over_tls_copies_to_every_replica(tmp_path, certs):
             p.produce("over-tls", value=f"v{i}", partition=i % 3,
                       on_delivery=lambda err, msg: acked.append(msg.offset()) if err is None else None)
         assert p.flush(30) == 0 and len(acked) == 300
-        for n in cluster.nodes:
-            deadline = time.time() + 10
-            while (seen := log_ends(n, "over-tls")) != {0: 100, 1: 100, 2: 100}:
-                assert time.time() < deadline, f"node {n.bootstrap} holds {seen}"
-                time.sleep(0.05)
+        await_log_ends(cluster.nodes, "over-tls", {0: 100, 1: 100, 2: 100})
     finally:
         cluster.stop()
 
