@@ -661,10 +661,6 @@ impl Shard {
                     self.config.flushes_in_flight,
                     self.stats.latency.clone(),
                 ));
-                // Its role before anyone can reach it: a replicated
-                // partition served meanwhile as one alone would read past
-                // its high watermark.
-                self.take_role(cat, &key, &part);
                 self.partitions.borrow_mut().insert(key, part);
             }
         }

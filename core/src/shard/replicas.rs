@@ -64,7 +64,7 @@ impl Shard {
     /// epoch, and leading in the old one could reuse offsets its
     /// followers hold with other records (an unsynced tail lost in the
     /// crash).
-    pub(crate) fn take_role(&self, cat: &Catalog, tp: &TopicPartition, part: &Partition) -> bool {
+    fn take_role(&self, cat: &Catalog, tp: &TopicPartition, part: &Partition) -> bool {
         let me = self.config.node_id;
         let Some(t) = cat.topic(tp.topic()) else {
             return false;
