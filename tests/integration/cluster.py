@@ -97,6 +97,20 @@ class Cluster:
         raise AssertionError(f"brokers and controllers seen: {seen}")
 
 
+def remove_stale_cuts():
+    """Removes the cuts of test runs no longer alive: a run killed in the
+    middle of a fault leaves its table behind, and its drops would cut
+    every later run's nodes on the same addresses."""
+    import os
+    import subprocess
+    out = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, timeout=10).stdout
+    for line in out.splitlines():
+        name = line.split()[-1] if line.startswith("table inet weir_partition_") else ""
+        pid = name.rsplit("_", 1)[-1]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            subprocess.run(["nft", "delete", "table", "inet", name], capture_output=True, timeout=10)
+
+
 class Partition:
     """Cuts nodes apart with nftables: packets between the addresses of
     `side` and those of every other node are dropped (both ways; with
@@ -129,6 +143,7 @@ table inet {self.table} {{
 
     def __enter__(self):
         import subprocess
+        remove_stale_cuts()
         subprocess.run(["nft", "-f", "-"], input=self.rules, text=True, check=True, timeout=10)
         return self
 
