@@ -466,16 +466,12 @@ impl Shard {
         self.invoke_on(self.group_shard(group), move |s| async move {
             // The catalog names this node as soon as it leads the slot;
             // until the slot's state is loaded, an answer would be of an
-            // empty group (COORDINATOR_LOAD_IN_PROGRESS, as Kafka's). That
-            // holds before the load begins too (the slot's partition is
-            // still opening): NOT_COORDINATOR only if another node leads it.
-            s.groups.check_loaded(&key).map_err(|e| match e.code {
-                ErrorCode::NotCoordinator if s.coordinates(&key).is_ok() => KafkaError::new(
-                    ErrorCode::CoordinatorLoadInProgress,
-                    format!("{key:?}'s slot is led here and its state not loaded yet"),
-                ),
-                _ => e,
-            })?;
+            // empty group (COORDINATOR_LOAD_IN_PROGRESS, as Kafka's).
+            // Before its load begins (the slot's partition still opening)
+            // it is NOT_COORDINATOR, which librdkafka's admin calls retry
+            // after finding the coordinator again (they give up on
+            // COORDINATOR_LOAD_IN_PROGRESS).
+            s.groups.check_loaded(&key)?;
             Ok(f(s).await)
         })
         .await?
