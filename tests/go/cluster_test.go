@@ -15,7 +15,7 @@ import (
 
 // startCluster starts `size` nodes making one cluster (one shard each,
 // unpinned so they share the machine's cores) and waits until every node
-// names all of them as brokers. The nodes are stopped when the test ends.
+// names all of them as brokers not fenced. The nodes are stopped when the test ends.
 func startCluster(t *testing.T, size int) []*node {
 	t.Helper()
 	bin, err := weirBin()
@@ -62,12 +62,14 @@ func startCluster(t *testing.T, size int) []*node {
 			defer cl.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+			// DescribeCluster: the brokers not fenced (Metadata names
+			// fenced ones too, and a node registers fenced at start).
+			resp, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl)
 			if err != nil {
 				return err
 			}
-			if len(md.Brokers) != size || md.Controller < 1 {
-				return fmt.Errorf("%s names brokers %v, controller %d", n.kafka, md.Brokers.NodeIDs(), md.Controller)
+			if len(resp.Brokers) != size || resp.ControllerID < 1 {
+				return fmt.Errorf("%s names %d brokers not fenced, controller %d", n.kafka, len(resp.Brokers), resp.ControllerID)
 			}
 			return nil
 		})
