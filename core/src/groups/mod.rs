@@ -215,7 +215,9 @@ impl Coordinator {
     /// its transactional ids are replayed from the partition, then served.
     /// State loaded in an older epoch is dropped and loaded again (another
     /// leader may have written between); a load that finds leadership
-    /// moved meanwhile keeps nothing.
+    /// moved meanwhile keeps nothing, and one that finds this node leading
+    /// in a newer epoch loads again (a call for that epoch met this load
+    /// under way and left it to this one).
     pub async fn load_slot(&self, slot: u32, part: Rc<crate::partition::Partition>, epoch: i32) {
         let p = SLOTTED + slot;
         match self.loaded_in.borrow().get(&p) {
@@ -224,30 +226,46 @@ impl Coordinator {
             None if self.logs.borrow().contains_key(&p) => return,
             None => {}
         }
-        self.unload_slot(slot);
         if !self.loading.borrow_mut().insert(p) {
             return;
         }
-        let started = Instant::now();
-        let loaded = GroupLog::load(p, part.clone(), self.cfg.log_checkpoint_bytes).await;
-        self.loading.borrow_mut().remove(&p);
-        let still = part.role.borrow().epoch() == epoch && part.role.borrow().leads();
-        match loaded {
-            Ok(_) if !still => {
-                log::info!("group slot {slot}: leadership moved while loading; not coordinating")
-            }
-            Ok((log, entries)) => {
-                let n = entries.len();
-                self.install(entries);
-                self.logs.borrow_mut().insert(p, Rc::new(log));
-                self.loaded_in.borrow_mut().insert(p, epoch);
+        let mut epoch = epoch;
+        loop {
+            self.unload_slot(slot);
+            let started = Instant::now();
+            let loaded = GroupLog::load(p, part.clone(), self.cfg.log_checkpoint_bytes).await;
+            let (now, leads) = {
+                let role = part.role.borrow();
+                (role.epoch(), role.leads())
+            };
+            if leads && now != epoch {
                 log::info!(
-                    "group slot {slot}: coordinating in epoch {epoch}, {n} entries loaded in {} ms",
-                    started.elapsed().as_millis()
+                    "group slot {slot}: led again in epoch {now} while loading; loading again"
                 );
+                epoch = now;
+                continue;
             }
-            Err(e) => log::error!("group slot {slot}: loading its coordinator state: {e}"),
+            match loaded {
+                Ok(_) if !leads => {
+                    log::info!(
+                        "group slot {slot}: leadership moved while loading; not coordinating"
+                    )
+                }
+                Ok((log, entries)) => {
+                    let n = entries.len();
+                    self.install(entries);
+                    self.logs.borrow_mut().insert(p, Rc::new(log));
+                    self.loaded_in.borrow_mut().insert(p, epoch);
+                    log::info!(
+                        "group slot {slot}: coordinating in epoch {epoch}, {n} entries loaded in {} ms",
+                        started.elapsed().as_millis()
+                    );
+                }
+                Err(e) => log::error!("group slot {slot}: loading its coordinator state: {e}"),
+            }
+            break;
         }
+        self.loading.borrow_mut().remove(&p);
     }
 
     /// Gives up slot `slot` (another node leads it now): its groups'

@@ -555,7 +555,9 @@ impl Shard {
         let _installing = self.install_lock.acquire_permit(1).await.expect("open");
         let old = self.catalog();
         // A quorum not yet seeded has no catalog to install.
-        let newer = cat.version > old.version || cat.cluster_id != old.cluster_id;
+        let newer = cat.version > old.version
+            || cat.cluster_id != old.cluster_id
+            || self.install_failed.get();
         if cat.cluster_id.is_empty() || !newer {
             return Ok(());
         }
@@ -573,9 +575,12 @@ impl Shard {
             let cat = cat.clone();
             self.invoke_on(i, move |s| async move { s.install_catalog(cat).await })
         });
-        for r in join_all(installs).await {
-            r??;
-        }
+        let installed: Result<(), KafkaError> = join_all(installs)
+            .await
+            .into_iter()
+            .try_for_each(|r| r.and_then(|r| r));
+        self.install_failed.set(installed.is_err());
+        installed?;
         // Every shard dropped its partitions of deleted topics; the topics'
         // directories go too (only those the previous catalog named).
         for t in old.topics.values() {
@@ -642,6 +647,10 @@ impl Shard {
         if cat.topic(crate::catalog::GROUPS_TOPIC).is_some() {
             self.groups.use_slots();
         }
+        // A partition that does not open leaves the others to take their
+        // roles all the same (a leadership moved away must be given up);
+        // the first failure is answered, and the install tried again.
+        let mut failed = None;
         for t in cat.topics.values() {
             for p in 0..t.shards.len() {
                 if !self.owns(t, p as i32) {
@@ -653,7 +662,14 @@ impl Shard {
                     continue;
                 }
                 let dir = t.partition_dir(&self.config.data_dir, p as i32);
-                let log = PartitionLog::open(&dir, t.config.log_config(), now_ms()).await?;
+                let log = match PartitionLog::open(&dir, t.config.log_config(), now_ms()).await {
+                    Ok(log) => log,
+                    Err(e) => {
+                        log::error!("{}-{p}: opening its log: {e}", t.name);
+                        failed.get_or_insert(e);
+                        continue;
+                    }
+                };
                 let part = Rc::new(Partition::new(
                     t.name.clone(),
                     p as i32,
@@ -665,6 +681,6 @@ impl Shard {
             }
         }
         self.take_roles(cat);
-        Ok(())
+        failed.map_or(Ok(()), |e| Err(e.into()))
     }
 }

@@ -121,6 +121,10 @@ pub struct Shard {
     catalog_lock: Semaphore,
     /// Serialises installing catalogs (the catalog shard's).
     install_lock: Semaphore,
+    /// The last catalog published failed to install on some shard (a
+    /// partition that did not open): the next install of the cluster's
+    /// catalog tries again even if it is no newer.
+    install_failed: std::cell::Cell<bool>,
     /// The cluster's control plane; `None` on a single node.
     pub cluster: Option<crate::cluster::Control>,
     stopping: Arc<AtomicBool>,
@@ -172,6 +176,7 @@ impl Shard {
             mesh: parts.mesh,
             catalog_lock: Semaphore::new(1),
             install_lock: Semaphore::new(1),
+            install_failed: std::cell::Cell::new(false),
             cluster: parts.cluster,
             stopping: parts.stopping,
             counters: Counters::default(),
