@@ -513,20 +513,25 @@ class LiveTransformer:
             self.closing[-1].start()
 
     def stop(self):
-        """Ends the loop. One still stuck after STUCK_AFTER seconds is
-        fenced by a last producer of the transactional id, so the
-        checkers see a settled state."""
+        """Ends the loop, then fences its transactional id with a last
+        producer, so the checkers see a settled state: a loop still stuck
+        after STUCK_AFTER seconds, or one whose last round failed and
+        whose abort failed too (its producer dropped), may have left a
+        transaction open, its offsets pending in the group (OffsetFetch
+        answers UNSTABLE_OFFSET_COMMIT to read_committed clients until
+        the coordinator's timeout aborts it). InitProducerId aborts it
+        and answers once the abort is written, as Kafka's does."""
         self.stopping.set()
         self.watchdog.join(10)
         loop = self.loop
         loop.thread.join(self.STUCK_AFTER)
         if loop.thread.is_alive():
             self.retire(loop)
-            fence = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "transformer",
-                              "transaction.timeout.ms": 30000})
-            fence.init_transactions(60)
         else:
             self.close_aside(loop.consumer)
+        fence = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "transformer",
+                          "transaction.timeout.ms": 30000})
+        fence.init_transactions(60)
         assert self.errors == [], self.errors
         assert self.committed > 0, "the exactly-once loop committed no transaction"
 
