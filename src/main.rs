@@ -119,6 +119,17 @@ struct ServeArgs {
     /// fenced: Metadata stops naming it (Kafka's broker.session.timeout.ms).
     #[arg(env = "WEIR_NODE_SESSION_TIMEOUT_MS", long, default_value_t = 1_500)]
     node_session_timeout_ms: u64,
+    /// How often the controller gives leaderships back to preferred
+    /// replicas that are live and in sync again (a node back from a
+    /// restart); 0: never by itself (Kafka's
+    /// auto.leader.rebalance.enable and
+    /// leader.imbalance.check.interval.seconds).
+    #[arg(
+        env = "WEIR_LEADER_BALANCE_INTERVAL_MS",
+        long,
+        default_value_t = 30_000
+    )]
+    leader_balance_interval_ms: u64,
     /// A follower that has not caught up with its leader for this long
     /// leaves the partition's in-sync replicas (Kafka's
     /// replica.lag.time.max.ms).
@@ -490,6 +501,8 @@ fn cluster_config(args: &ServeArgs) -> Result<Option<weir_core::cluster::Cluster
         peer_advertised: peer,
         rack: args.rack.clone(),
         session_timeout: Duration::from_millis(args.node_session_timeout_ms.max(500)),
+        leader_balance_interval: (args.leader_balance_interval_ms > 0)
+            .then(|| Duration::from_millis(args.leader_balance_interval_ms)),
     }))
 }
 

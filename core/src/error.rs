@@ -77,6 +77,9 @@ pub enum ErrorCode {
     UnsupportedAssignor = 112,
     StaleMemberEpoch = 113,
     OffsetNotAvailable = 78,
+    PreferredLeaderNotAvailable = 80,
+    EligibleLeadersNotAvailable = 83,
+    ElectionNotNeeded = 84,
     InvalidRegularExpression = 128,
 }
 

@@ -83,6 +83,7 @@ apis! {
         AlterUserScramCredentials => alter_user_scram_credentials,
         DescribeCluster => describe_cluster,
         DescribeQuorum => describe_quorum,
+        ElectLeaders => elect_leaders,
         DescribeProducers => describe_producers,
         DescribeTransactions => describe_transactions,
         ListTransactions => list_transactions,

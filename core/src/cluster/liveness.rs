@@ -103,6 +103,9 @@ pub(super) async fn run(inner: Arc<Inner>, me: ClusterNode, local: Arc<Catalog>)
         "registering this node",
     ));
     tokio::spawn(heartbeats(inner.clone()));
+    if let Some(every) = inner.config.leader_balance_interval {
+        tokio::spawn(balancing(inner.clone(), every));
+    }
     fencing(inner).await;
 }
 
@@ -199,6 +202,34 @@ async fn heartbeats(inner: Arc<Inner>) {
             .await
         {
             log::debug!("heartbeat to the controller (node {leader}): {e}");
+        }
+    }
+}
+
+/// On the controller, every `every`: leaderships whose preferred replica
+/// (the first) is live and in sync again go back to it, so that leaders
+/// stay spread as the replicas were placed (KRaft's controller balances
+/// so too, auto.leader.rebalance.enable).
+async fn balancing(inner: Arc<Inner>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        if !inner.is_controller() {
+            continue;
+        }
+        let moved = crate::replication::imbalanced(&inner.catalogs.borrow().clone());
+        if moved.is_empty() {
+            continue;
+        }
+        log::info!(
+            "balancing leaders: {} partitions back to their preferred replicas",
+            moved.len()
+        );
+        let cmd = Command::ElectLeaders {
+            partitions: Some(moved),
+            unclean: false,
+        };
+        if let Err(e) = inner.propose(cmd).await {
+            log::warn!("balancing leaders: {e}");
         }
     }
 }

@@ -106,6 +106,9 @@ pub struct ClusterConfig {
     pub rack: Option<String>,
     /// A node silent this long is fenced.
     pub session_timeout: Duration,
+    /// How often the controller moves leaderships back to preferred
+    /// replicas (`None`: only when asked, by ElectLeaders).
+    pub leader_balance_interval: Option<Duration>,
 }
 
 /// The shards' handle on the control plane. Cheap to clone, usable from

@@ -182,6 +182,38 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
                 Err(why) => (Applied::Refused(why), None),
             }
         }
+        Command::ElectLeaders {
+            partitions,
+            unclean,
+        } => {
+            use crate::replication::{elect, Election};
+            let mut next = cat.clone();
+            // Of all partitions, those already led as asked are not named
+            // (Kafka's controller leaves them out too).
+            let (asked, named) = match partitions {
+                Some(p) => (p, true),
+                None => (
+                    cat.topics
+                        .values()
+                        .flat_map(|t| (0..t.replication.len()).map(|p| (t.name.clone(), p as i32)))
+                        .collect(),
+                    false,
+                ),
+            };
+            let mut results = Vec::new();
+            for (topic, p) in asked {
+                let done = elect(&mut next, &topic, p, unclean);
+                if named || done != Election::NotNeeded {
+                    results.push((topic, p, done));
+                }
+            }
+            let changed = results.iter().any(|(_, _, e)| *e == Election::Elected);
+            if !changed {
+                return (Applied::Elections(results), None);
+            }
+            next.version += 1;
+            (Applied::Elections(results), Some(next))
+        }
         Command::ProducerIds { count } => {
             let mut next = cat.clone();
             let start = next.next_producer_id;

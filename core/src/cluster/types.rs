@@ -43,6 +43,13 @@ pub enum Command {
     /// AlterPartition): applied only while it still leads in
     /// `leader_epoch` and the partition is at `partition_epoch`.
     AlterIsr(IsrChange),
+    /// Kafka's ElectLeaders: `partitions` (every replicated partition
+    /// if `None`) get their preferred replica as leader, or with
+    /// `unclean`, a leaderless one gets any live replica.
+    ElectLeaders {
+        partitions: Option<Vec<(String, i32)>>,
+        unclean: bool,
+    },
 }
 
 /// One AlterPartition: the ISR a leader asks for.
@@ -71,4 +78,7 @@ pub enum Applied {
     /// Not applied, and why (an ISR change from a deposed leader, or on
     /// an older partition epoch).
     Refused(String),
+    /// What each election asked for did (with every partition asked for
+    /// by name; of all partitions, only those it changed or could not).
+    Elections(Vec<(String, i32, crate::replication::Election)>),
 }

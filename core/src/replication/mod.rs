@@ -125,5 +125,110 @@ pub fn alter_isr(cat: &mut Catalog, c: &IsrChange) -> Result<(), String> {
     Ok(())
 }
 
+/// What an election asked for one partition did (ElectLeaders).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Election {
+    /// A new leader, in a new leader epoch.
+    Elected,
+    /// The leader asked for leads already (ELECTION_NOT_NEEDED).
+    NotNeeded,
+    /// The replica asked for cannot lead now, and why
+    /// (PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE).
+    NotAvailable(String),
+    /// No such replicated partition (UNKNOWN_TOPIC_OR_PARTITION).
+    Unknown,
+}
+
+/// The partitions whose preferred replica (the first) does not lead
+/// though it is live and in sync: what a preferred election would move
+/// (the controller's leader balancing).
+pub fn imbalanced(cat: &Catalog) -> Vec<(String, i32)> {
+    let live: BTreeSet<i32> = cat.live_nodes().map(|n| n.id).collect();
+    let mut out = Vec::new();
+    for t in cat.topics.values() {
+        for (p, r) in t.replication.iter().enumerate() {
+            let (Some(&preferred), Some(&leader)) = (r.replicas.first(), t.nodes.get(p)) else {
+                continue;
+            };
+            if leader != preferred && r.isr.contains(&preferred) && live.contains(&preferred) {
+                out.push((t.name.clone(), p as i32));
+            }
+        }
+    }
+    out
+}
+
+/// Kafka's ElectLeaders for one partition. A preferred election makes
+/// the first replica leader if it is live and in sync. An unclean one
+/// gives a partition without a live leader the first live in-sync
+/// replica, or else the first live replica of all (which may lack
+/// committed records: the ISR becomes that replica alone, as Kafka's
+/// unclean election does).
+pub fn elect(cat: &mut Catalog, topic: &str, partition: i32, unclean: bool) -> Election {
+    let live: BTreeSet<i32> = cat.live_nodes().map(|n| n.id).collect();
+    let Some(t) = cat.topics.get_mut(topic) else {
+        return Election::Unknown;
+    };
+    let Ok(p) = usize::try_from(partition) else {
+        return Election::Unknown;
+    };
+    let (Some(leader), Some(r)) = (t.nodes.get_mut(p), t.replication.get_mut(p)) else {
+        // A partition kept on one node alone has no other leader.
+        return match p < t.shards.len() {
+            true => Election::NotNeeded,
+            false => Election::Unknown,
+        };
+    };
+    let next = if unclean {
+        if *leader != NO_LEADER && live.contains(leader) {
+            return Election::NotNeeded;
+        }
+        let in_sync = r
+            .replicas
+            .iter()
+            .copied()
+            .find(|n| r.isr.contains(n) && live.contains(n));
+        match in_sync.or_else(|| r.replicas.iter().copied().find(|n| live.contains(n))) {
+            Some(n) => {
+                if !r.isr.contains(&n) {
+                    log::warn!(
+                        "{topic}-{partition}: unclean election of node {n}, not in sync {:?}",
+                        r.isr
+                    );
+                    r.isr = vec![n];
+                }
+                n
+            }
+            None => {
+                return Election::NotAvailable(format!(
+                    "no replica of {topic}-{partition} ({:?}) is live",
+                    r.replicas
+                ))
+            }
+        }
+    } else {
+        let Some(&preferred) = r.replicas.first() else {
+            return Election::Unknown;
+        };
+        if *leader == preferred {
+            return Election::NotNeeded;
+        }
+        if !live.contains(&preferred) || !r.isr.contains(&preferred) {
+            return Election::NotAvailable(format!(
+                "the preferred leader of {topic}-{partition}, node {preferred}, is {}",
+                match live.contains(&preferred) {
+                    true => "not in sync",
+                    false => "fenced",
+                }
+            ));
+        }
+        preferred
+    };
+    *leader = next;
+    r.leader_epoch += 1;
+    r.partition_epoch += 1;
+    Election::Elected
+}
+
 #[cfg(test)]
 mod tests;

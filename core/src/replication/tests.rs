@@ -140,3 +140,44 @@ fn a_restarted_node_registers_fenced_and_its_leadership_moves() {
     let (applied, _) = apply(&c, Command::Register(c.nodes[&2].clone()));
     assert!(matches!(applied, Applied::Unchanged), "{applied:?}");
 }
+
+/// A preferred election moves leadership back to the first replica only
+/// once it is live and in sync; an unclean one only where no live replica
+/// leads, and then from outside the ISR if it must.
+#[test]
+fn elections_asked_for_move_leadership_only_where_they_may() {
+    let mut c = cluster();
+    assert_eq!(elect(&mut c, "t", 0, false), Election::NotNeeded);
+    assert!(imbalanced(&c).is_empty());
+    fence(&mut c, 1, true);
+    assert_eq!(state(&c), (2, vec![2, 3], 1, 1));
+    fence(&mut c, 1, false);
+    // Back but not in sync: it may not lead yet.
+    assert!(matches!(
+        elect(&mut c, "t", 0, false),
+        Election::NotAvailable(_)
+    ));
+    assert!(imbalanced(&c).is_empty());
+    c.topics.get_mut("t").unwrap().replication[0].isr = vec![1, 2, 3];
+    assert_eq!(imbalanced(&c), vec![("t".to_string(), 0)]);
+    assert_eq!(elect(&mut c, "t", 0, false), Election::Elected);
+    assert_eq!(state(&c), (1, vec![1, 2, 3], 2, 2));
+    assert_eq!(elect(&mut c, "t", 1, false), Election::Unknown);
+    assert_eq!(elect(&mut c, "u", 0, false), Election::Unknown);
+    // A live leader: no unclean election.
+    assert_eq!(elect(&mut c, "t", 0, true), Election::NotNeeded);
+    // Every in-sync replica fenced, 3 back out of sync: only an unclean
+    // election gives the partition a leader, 3 alone in its ISR.
+    fence(&mut c, 3, true);
+    fence(&mut c, 2, true);
+    fence(&mut c, 1, true);
+    fence(&mut c, 3, false);
+    assert_eq!(state(&c).0, NO_LEADER);
+    assert!(matches!(
+        elect(&mut c, "t", 0, false),
+        Election::NotAvailable(_)
+    ));
+    assert_eq!(elect(&mut c, "t", 0, true), Election::Elected);
+    assert_eq!(state(&c).0, 3);
+    assert_eq!(state(&c).1, vec![3]);
+}

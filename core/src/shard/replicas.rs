@@ -14,6 +14,7 @@ use crate::cluster::types::{Applied, Command, IsrChange};
 use crate::config::Broker;
 use crate::partition::Partition;
 use crate::replication::leader::Role;
+use crate::replication::Election;
 use crate::topic_partition::TopicPartition;
 
 use super::Shard;
@@ -97,6 +98,63 @@ impl Shard {
                     .detach();
             }
             false => self.groups.unload_slot(slot),
+        }
+    }
+
+    /// Kafka's ElectLeaders: asks the quorum to elect `partitions`'
+    /// preferred leaders (every replicated partition's if `None`), or
+    /// with `unclean` any live replica of those without a live leader;
+    /// then waits until this node installed the outcome. A single node's
+    /// partitions have no other leader to elect.
+    pub async fn elect_leaders(
+        self: &Rc<Self>,
+        partitions: Option<Vec<(String, i32)>>,
+        unclean: bool,
+    ) -> Result<Vec<(String, i32, Election)>, crate::error::KafkaError> {
+        use crate::error::{ErrorCode, KafkaError};
+        let Some(control) = self.cluster.clone() else {
+            let cat = self.catalog();
+            let known = |t: &str, p: i32| {
+                cat.topic(t)
+                    .is_some_and(|m| p >= 0 && (p as usize) < m.shards.len())
+            };
+            return Ok(partitions
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(t, p)| {
+                    let e = match known(&t, p) {
+                        true => Election::NotNeeded,
+                        false => Election::Unknown,
+                    };
+                    (t, p, e)
+                })
+                .collect());
+        };
+        let cmd = Command::ElectLeaders {
+            partitions,
+            unclean,
+        };
+        match control.propose(cmd).await? {
+            Applied::Elections(results) => {
+                // Answered once Metadata here names the new leaders (or
+                // after a bound: the election is made either way).
+                let version = control.latest().version;
+                let bound = glommio::timer::sleep(std::time::Duration::from_secs(10));
+                futures::future::select(Box::pin(self.installed(version)), Box::pin(bound)).await;
+                Ok(results)
+            }
+            other => Err(KafkaError::new(
+                ErrorCode::UnknownServerError,
+                format!("the metadata quorum answered an election with {other:?}"),
+            )),
+        }
+    }
+
+    /// Waits until this shard has installed catalog `version` or a newer
+    /// one (the catalog shard installs each the quorum applies).
+    async fn installed(&self, version: u64) {
+        while self.catalog().version < version {
+            let _ = self.catalog_changed().await;
         }
     }
 

@@ -49,6 +49,7 @@ pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
+pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;

@@ -148,6 +148,32 @@ class ClusterTest {
     }
 
     /**
+     * kafka-leader-election.sh (ElectLeaders): a preferred election of a
+     * partition its preferred replica leads already is not needed, and the
+     * tool says so; an unclean one of a partition with a live leader too.
+     */
+    @Test
+    void kafkasLeaderElectionToolElectsThroughAnyNode() throws Exception {
+        try (Admin admin = Admin.create(nodes.get(0).props())) {
+            admin.createTopics(List.of(new NewTopic("elected", 3, (short) 3))).all().get();
+            Wait.until(() -> {
+                try {
+                    var d = admin.describeTopics(List.of("elected")).allTopicNames().get().get("elected");
+                    return d.partitions().stream().allMatch(p -> p.isr().size() == 3 && p.leader() != null);
+                } catch (Exception e) {
+                    return false;
+                }
+            }, Duration.ofSeconds(30), "three replicas, all in sync, for each partition");
+        }
+        String election = "org.apache.kafka.tools.LeaderElectionCommand";
+        for (String type : List.of("preferred", "unclean")) {
+            String out = tool(election, "--bootstrap-server", nodes.get(1).bootstrap(), "--election-type", type,
+                    "--topic", "elected", "--partition", "1");
+            assertTrue(out.contains("Valid replica already elected for partitions elected-1"), out);
+        }
+    }
+
+    /**
      * Exactly-once Kafka Streams through node 2: its input, output,
      * repartition and changelog partitions dealt over the three nodes, its
      * group and transactional ids coordinated wherever their slots are, so

@@ -1,0 +1,114 @@
+"""Leaderships on three real nodes (loopback, unpinned): after a node's
+restart its preferred leaderships (each partition's first replica) go back
+to it when asked (ElectLeaders, as `kafka-leader-election.sh` and the
+admin clients send it) or by themselves (the controller's balancing).
+Every acknowledged record is read back after the moves."""
+import time
+
+from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from cluster import Cluster
+from test_replication import await_partitions, check_every_acknowledged_record, create_replicated
+
+TOPIC = "led"
+PARTITIONS = 6
+
+
+def leaders_and_preferred(cluster, node):
+    """Each partition's (leader, preferred replica, in-sync count) as
+    `node` tells it (Metadata lists replicas in placement order)."""
+    md = cluster.metadata(node, TOPIC)
+    return {p.id: (p.leader, p.replicas[0], len(p.isrs)) for p in md.topics[TOPIC].partitions.values()}
+
+
+def produce(bootstrap, n, tag):
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    acked = {}
+
+    def on(err, m):
+        if err is None:
+            acked[m.value().decode()] = (m.partition(), m.offset())
+
+    for i in range(n):
+        p.produce(TOPIC, value=f"{tag}-{i}".encode(), partition=i % PARTITIONS, on_delivery=on)
+    assert p.flush(60) == 0
+    assert len(acked) == n
+    return acked
+
+
+def restart_with_leaderships_moved(cluster):
+    """Kills the node preferred by partition 0 and starts it again; waits
+    until it is back in every ISR. Answers its id and the partitions it
+    prefers."""
+    view = leaders_and_preferred(cluster, cluster.node(1))
+    victim = view[0][1]
+    preferred = [p for p, (_, pref, _) in view.items() if pref == victim]
+    rest = [n for n in cluster.nodes if n is not cluster.node(victim)]
+    cluster.node(victim).kill()
+    await_partitions(cluster, TOPIC, lambda s: all(s[p][0] not in (victim, -1) for p in preferred), among=rest)
+    cluster.node(victim).start()
+    await_partitions(cluster, TOPIC, lambda s: all(len(isr) == 3 for _, _, isr in s.values()))
+    return victim, preferred
+
+
+def test_a_preferred_election_gives_a_returned_node_its_leaderships_back(tmp_path):
+    cluster = Cluster(tmp_path, session_ms=1500, extra=["--leader-balance-interval-ms", "0"]).start()
+    try:
+        create_replicated(cluster.node(1), TOPIC, partitions=PARTITIONS, rf=3)
+        await_partitions(cluster, TOPIC, lambda s: len(s) == PARTITIONS)
+        # Leaders as placed: each partition's first replica.
+        placed = leaders_and_preferred(cluster, cluster.node(1))
+        assert all(leader == pref for leader, pref, _ in placed.values()), placed
+        acked = produce(cluster.node(1).bootstrap, 300, "before")
+        victim, preferred = restart_with_leaderships_moved(cluster)
+        # Balancing is off: the returned node leads nothing yet.
+        view = leaders_and_preferred(cluster, cluster.node(victim))
+        assert all(view[p][0] != victim for p in preferred), view
+
+        admin = AdminClient({"bootstrap.servers": cluster.node(victim).bootstrap})
+        asked = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        results = admin.elect_leaders(ElectionType.PREFERRED, asked).result(30)
+        outcome = {tp.partition: (e.code() if e else None) for tp, e in results.items()}
+        # Those it prefers are elected; the others were led as preferred.
+        assert outcome == {p: None if p in preferred else KafkaError.ELECTION_NOT_NEEDED
+                           for p in range(PARTITIONS)}, outcome
+        # Answered once this node installed the outcome: its Metadata says so.
+        view = leaders_and_preferred(cluster, cluster.node(victim))
+        assert all(view[p][0] == victim for p in preferred), view
+        await_partitions(cluster, TOPIC, lambda s: all(s[p][0] == victim for p in preferred))
+
+        # Asked again, with every partition (None): nothing to do.
+        assert admin.elect_leaders(ElectionType.PREFERRED, None).result(30) == {}
+        # An unclean election of partitions with live leaders is not needed;
+        # an unknown partition is said to be one.
+        unclean = admin.elect_leaders(ElectionType.UNCLEAN,
+                                      [TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 99)]).result(30)
+        codes = {tp.partition: e.code() for tp, e in unclean.items()}
+        assert codes == {0: KafkaError.ELECTION_NOT_NEEDED, 99: KafkaError.UNKNOWN_TOPIC_OR_PART}, codes
+
+        # The new leaders take writes, and nothing acknowledged is lost.
+        acked.update(produce(cluster.node(1).bootstrap, 300, "after"))
+        check_every_acknowledged_record(cluster.node(2).bootstrap, TOPIC, PARTITIONS, acked)
+    finally:
+        cluster.stop()
+
+
+def test_a_preferred_leader_back_in_sync_leads_again_by_itself(tmp_path):
+    cluster = Cluster(tmp_path, session_ms=1500, extra=["--leader-balance-interval-ms", "1000"]).start()
+    try:
+        create_replicated(cluster.node(1), TOPIC, partitions=PARTITIONS, rf=3)
+        await_partitions(cluster, TOPIC, lambda s: len(s) == PARTITIONS)
+        acked = produce(cluster.node(1).bootstrap, 300, "before")
+        victim, preferred = restart_with_leaderships_moved(cluster)
+        back_in_sync = time.time()
+        # Within a few balancing rounds, every leadership is where it was placed.
+        await_partitions(cluster, TOPIC, lambda s: all(s[p][0] == victim for p in preferred), timeout=15)
+        print(f"leaderships back {time.time() - back_in_sync:.1f} s after the node was in sync again")
+        view = leaders_and_preferred(cluster, cluster.node(1))
+        assert all(leader == pref for leader, pref, _ in view.values()), view
+        assert any("balancing leaders" in line for n in cluster.nodes for line in n.log)
+        acked.update(produce(cluster.node(2).bootstrap, 300, "after"))
+        check_every_acknowledged_record(cluster.node(3).bootstrap, TOPIC, PARTITIONS, acked)
+    finally:
+        cluster.stop()
