@@ -676,14 +676,25 @@ fn serve(args: ServeArgs) {
         Ok(line) => log::info!("{line}"),
         Err(line) => log::warn!("{line}"),
     }
-    stop_on_signals(set, node.stop_flag());
+    stop_on_signals(set, node.stop_flag(), node.control());
     node.join();
     log::info!("stopped");
 }
 
+/// How long a node of a cluster waits, at a stop, for the quorum to move
+/// its leaderships away (a controlled shutdown) before it stops anyway.
+const HAND_OVER_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Stops the node at the first of the blocked signals `set`; a stop that
 /// hangs past `STOP_BOUND`, or a second signal, exits without a clean stop.
-fn stop_on_signals(set: libc::sigset_t, stop: Arc<std::sync::atomic::AtomicBool>) {
+/// A node of a cluster first hands its leaderships over (Kafka's
+/// controlled shutdown), so its clients meet NOT_LEADER_OR_FOLLOWER and
+/// a new leader rather than a leader gone silent.
+fn stop_on_signals(
+    set: libc::sigset_t,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    control: Option<weir_core::cluster::Control>,
+) {
     std::thread::spawn(move || {
         let mut sig = 0;
         // SAFETY: waits on the set blocked above.
@@ -691,6 +702,20 @@ fn stop_on_signals(set: libc::sigset_t, stop: Arc<std::sync::atomic::AtomicBool>
         log::info!(
             "signal {sig}: stopping (in-flight requests answered, appends synced; a second signal exits at once)"
         );
+        if let Some(control) = control {
+            let began = std::time::Instant::now();
+            match control.shut_down(HAND_OVER_BOUND) {
+                Ok(0) => log::info!(
+                    "leaderships handed over in {} ms",
+                    began.elapsed().as_millis()
+                ),
+                Ok(n) => log::warn!(
+                    "leaderships handed over in {} ms; {n} partitions have no other replica in sync and wait for this node",
+                    began.elapsed().as_millis()
+                ),
+                Err(e) => log::warn!("stopping without handing leaderships over: {e}"),
+            }
+        }
         stop.store(true, Ordering::Relaxed);
         // A stop that hangs (a disk that no longer answers) must
         // not hold the process: past the bound, or at a second

@@ -484,6 +484,11 @@ pub struct ClusterNode {
     /// takes a broker's registration (`cluster::state_machine`).
     #[serde(default)]
     pub incarnation: u64,
+    /// Stopping on purpose (a controlled shutdown): fenced, its
+    /// leaderships moved, and its fence kept until it registers again in
+    /// a new incarnation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopping: bool,
 }
 
 /// In a cluster with `--shard-ports`, node `n`'s shard `s` is broker
@@ -496,10 +501,12 @@ pub const SHARD_BROKERS: i32 = 1_000_000;
 pub const MAX_SHARD_PORTS_NODE: i32 = i32::MAX / SHARD_BROKERS - 1;
 
 impl ClusterNode {
-    /// Whether `other` registers what this one did (fenced or not).
+    /// Whether `other` registers what this one did (fenced, stopping or
+    /// not).
     pub fn same_registration(&self, other: &ClusterNode) -> bool {
         let mut other = other.clone();
         other.fenced = self.fenced;
+        other.stopping = self.stopping;
         *self == other
     }
 

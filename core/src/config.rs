@@ -191,6 +191,7 @@ impl NodeConfig {
             shard_port_base: self.shard_port_base,
             fenced: false,
             incarnation: incarnation(),
+            stopping: false,
         }
     }
 

@@ -3,6 +3,7 @@ restart its preferred leaderships (each partition's first replica) go back
 to it when asked (ElectLeaders, as `kafka-leader-election.sh` and the
 admin clients send it) or by themselves (the controller's balancing).
 Every acknowledged record is read back after the moves."""
+import os
 import time
 
 from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
@@ -20,6 +21,18 @@ def leaders_and_preferred(cluster, node):
     `node` tells it (Metadata lists replicas in placement order)."""
     md = cluster.metadata(node, TOPIC)
     return {p.id: (p.leader, p.replicas[0], len(p.isrs)) for p in md.topics[TOPIC].partitions.values()}
+
+
+def await_preferred_leaders(cluster, timeout=30):
+    """Waits until every node tells each partition led by its preferred
+    replica."""
+    deadline = time.time() + timeout
+    while True:
+        views = [leaders_and_preferred(cluster, n) for n in cluster.nodes]
+        if all(leader == pref for v in views for leader, pref, _ in v.values()):
+            return
+        assert time.time() < deadline, f"leaders not back where placed: {views}"
+        time.sleep(0.05)
 
 
 def produce(bootstrap, n, tag):
@@ -103,12 +116,44 @@ def test_a_preferred_leader_back_in_sync_leads_again_by_itself(tmp_path):
         victim, preferred = restart_with_leaderships_moved(cluster)
         back_in_sync = time.time()
         # Within a few balancing rounds, every leadership is where it was placed.
-        await_partitions(cluster, TOPIC, lambda s: all(s[p][0] == victim for p in preferred), timeout=15)
+        await_preferred_leaders(cluster, timeout=15)
         print(f"leaderships back {time.time() - back_in_sync:.1f} s after the node was in sync again")
-        view = leaders_and_preferred(cluster, cluster.node(1))
-        assert all(leader == pref for leader, pref, _ in view.values()), view
         assert any("balancing leaders" in line for n in cluster.nodes for line in n.log)
         acked.update(produce(cluster.node(2).bootstrap, 300, "after"))
         check_every_acknowledged_record(cluster.node(3).bootstrap, TOPIC, PARTITIONS, acked)
+    finally:
+        cluster.stop()
+
+
+def test_a_rolling_restart_under_load_costs_no_acknowledged_record_and_no_error(tmp_path):
+    """Each node in turn stopped with SIGTERM (a controlled shutdown: its
+    leaderships handed over before it goes), started again, and waited
+    for until it is back in every ISR and leads its preferred partitions
+    again, while an idempotent acks=all producer writes through all three
+    nodes. No delivery fails; every acknowledged record is read back."""
+    from test_replication import LiveProducer
+    cluster = Cluster(tmp_path, session_ms=1500, extra=["--leader-balance-interval-ms", "1000"]).start()
+    try:
+        create_replicated(cluster.node(1), TOPIC, partitions=PARTITIONS, rf=3)
+        await_partitions(cluster, TOPIC, lambda s: len(s) == PARTITIONS)
+        everyone = ",".join(n.bootstrap for n in cluster.nodes)
+        live = LiveProducer(everyone, TOPIC)
+        while len(live.acked) < 200:
+            time.sleep(0.01)
+        for n in cluster.nodes:
+            began = time.time()
+            n.stop()
+            stopped = time.time()
+            assert any("leaderships handed over" in line for line in n.log), "".join(n.log[-20:])
+            n.start()
+            await_partitions(cluster, TOPIC, lambda s: all(len(isr) == 3 for _, _, isr in s.values()))
+            await_preferred_leaders(cluster)
+            gaps = [b - a for a, b in zip(live.ack_times, live.ack_times[1:]) if a >= began - 1]
+            print(f"{os.path.basename(n.data_dir)}: stopped in {stopped - began:.2f} s, back and leading again in "
+                  f"{time.time() - stopped:.2f} s; longest pause between acks {max(gaps, default=0):.3f} s")
+            assert live.failed == [], live.failed[:5]
+        acked = live.stop()
+        assert live.failed == [], live.failed[:5]
+        check_every_acknowledged_record(cluster.node(2).bootstrap, TOPIC, PARTITIONS, acked)
     finally:
         cluster.stop()

@@ -272,6 +272,8 @@ async fn fencing(inner: Arc<Inner>) {
             catalog
                 .nodes
                 .values()
+                // A node stopping keeps its fence until it registers anew.
+                .filter(|n| !n.stopping)
                 .filter_map(|n| {
                     let last = heard.get(&n.id).copied().unwrap_or(since).max(since);
                     let silent = now.duration_since(last) > timeout && n.id as u64 != inner.id;

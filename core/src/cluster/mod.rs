@@ -251,6 +251,46 @@ impl Control {
             .await
     }
 
+    /// Kafka's controlled shutdown, for a node about to stop: asks the
+    /// quorum to fence this node and move its leaderships to other
+    /// in-sync replicas, and waits until this node has applied that, at
+    /// most `within`. Answers how many of its partitions are left without
+    /// a leader (no other replica in sync). Blocking: for the signal
+    /// thread, never a shard.
+    pub fn shut_down(&self, within: Duration) -> Result<usize, String> {
+        let inner = self.inner.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.inner.rt.spawn(async move {
+            let cmd = Command::ShutDown {
+                node: inner.id as i32,
+                incarnation: crate::config::incarnation(),
+            };
+            let answer = match tokio::time::timeout(within, inner.propose(cmd)).await {
+                Ok(Ok(_)) => {
+                    let me = inner.id as i32;
+                    let cat = inner.catalogs.borrow().clone();
+                    Ok(cat
+                        .topics
+                        .values()
+                        .map(|t| {
+                            (0..t.nodes.len())
+                                .filter(|&p| {
+                                    t.nodes[p] == crate::catalog::NO_LEADER
+                                        && t.hosted_by(p as i32, me)
+                                })
+                                .count()
+                        })
+                        .sum())
+                }
+                Ok(Err(e)) => Err(e.message),
+                Err(_) => Err(format!("not applied within {} s", within.as_secs())),
+            };
+            let _ = tx.send(answer);
+        });
+        rx.recv_timeout(within + Duration::from_secs(1))
+            .unwrap_or_else(|e| Err(format!("the control plane did not answer: {e}")))
+    }
+
     /// Runs `work` on the control runtime and waits for its answer (from
     /// a shard: the oneshot's waker is woken from the control thread).
     async fn on_control<T, F, Fut>(&self, work: F) -> Result<T, KafkaError>

@@ -172,6 +172,18 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             }
             _ => (Applied::Unchanged, None),
         },
+        Command::ShutDown { node, incarnation } => match cat.nodes.get(&node) {
+            Some(n) if n.incarnation == incarnation && !n.stopping => {
+                let mut next = cat.clone();
+                let n = next.nodes.get_mut(&node).expect("present");
+                n.fenced = true;
+                n.stopping = true;
+                crate::replication::elect_leaders(&mut next);
+                next.version += 1;
+                (Applied::Version(next.version), Some(next))
+            }
+            _ => (Applied::Unchanged, None),
+        },
         Command::AlterIsr(change) => {
             let mut next = cat.clone();
             match crate::replication::alter_isr(&mut next, &change) {

@@ -43,6 +43,10 @@ pub enum Command {
     /// AlterPartition): applied only while it still leads in
     /// `leader_epoch` and the partition is at `partition_epoch`.
     AlterIsr(IsrChange),
+    /// A node stops on purpose (Kafka's controlled shutdown): it is
+    /// fenced and its leaderships move to other in-sync replicas before
+    /// it goes; applied only to the incarnation registered.
+    ShutDown { node: i32, incarnation: u64 },
     /// Kafka's ElectLeaders: `partitions` (every replicated partition
     /// if `None`) get their preferred replica as leader, or with
     /// `unclean`, a leaderless one gets any live replica.

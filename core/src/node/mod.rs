@@ -68,7 +68,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
     })?;
     let lock = lock_data_dir(&config.data_dir)?;
     let catalog = Arc::new(Catalog::load_or_create(&config.data_dir, config.shards)?);
-    let cluster = match &config.cluster {
+    let control = match &config.cluster {
         Some(c) => Some(crate::cluster::start(
             c.clone(),
             config.cluster_node(),
@@ -92,7 +92,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
         serve,
         ready,
         hearts: hearts.clone(),
-        cluster,
+        cluster: control.clone(),
     };
     let mut handles = Vec::new();
     for id in 0..launch.config.shards {
@@ -115,6 +115,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
         handles,
         watchdog,
         stopping,
+        cluster: control,
         _lock: lock,
     })
 }
@@ -261,6 +262,8 @@ pub struct Node {
     handles: Vec<glommio::ExecutorJoinHandle<()>>,
     watchdog: std::thread::JoinHandle<()>,
     stopping: Arc<AtomicBool>,
+    /// The control plane, in a cluster (a controlled shutdown asks it).
+    cluster: Option<crate::cluster::Control>,
     _lock: std::fs::File,
 }
 
@@ -268,6 +271,11 @@ impl Node {
     /// The flag that stops every shard when set.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stopping.clone()
+    }
+
+    /// The cluster's control plane, if this node is in one.
+    pub fn control(&self) -> Option<crate::cluster::Control> {
+        self.cluster.clone()
     }
 
     /// Waits for every shard to stop.

@@ -13,6 +13,7 @@ fn node(id: i32) -> ClusterNode {
         shard_port_base: None,
         fenced: false,
         incarnation: 1,
+        stopping: false,
     }
 }
 
