@@ -258,6 +258,12 @@ impl Control {
     /// a leader (no other replica in sync). Blocking: for the signal
     /// thread, never a shard.
     pub fn shut_down(&self, within: Duration) -> Result<usize, String> {
+        let me = self.inner.id as i32;
+        // The last node of a cluster stopping (the others stopped before
+        // it) has nobody to hand over to, and no quorum to ask.
+        if !self.latest().live_nodes().any(|n| n.id != me) {
+            return Err("no other node is live to take them".into());
+        }
         let inner = self.inner.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         self.inner.rt.spawn(async move {

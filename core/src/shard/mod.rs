@@ -466,7 +466,21 @@ impl Shard {
         F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
         Fut: Future<Output = R> + 'static,
     {
-        self.coordinates(group)?;
+        if let Err(e) = self.coordinates(group) {
+            // Told to come here by a node whose catalog is newer than the
+            // one installed here (a slot's leader just moved): catch up
+            // with what the quorum applied on this node, then decide.
+            let Some(control) = self.cluster.clone() else {
+                return Err(e);
+            };
+            let latest = control.latest().version;
+            if self.catalog().version >= latest {
+                return Err(e);
+            }
+            let bound = glommio::timer::sleep(std::time::Duration::from_secs(1));
+            futures::future::select(Box::pin(self.installed(latest)), Box::pin(bound)).await;
+            self.coordinates(group)?;
+        }
         let key = group.to_string();
         self.invoke_on(self.group_shard(group), move |s| async move {
             // The catalog names this node as soon as it leads the slot;

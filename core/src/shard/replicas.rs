@@ -152,7 +152,7 @@ impl Shard {
 
     /// Waits until this shard has installed catalog `version` or a newer
     /// one (the catalog shard installs each the quorum applies).
-    async fn installed(&self, version: u64) {
+    pub(crate) async fn installed(&self, version: u64) {
         while self.catalog().version < version {
             let _ = self.catalog_changed().await;
         }

@@ -36,7 +36,8 @@ pub async fn handle(
         let allowed = caller.may(shard, Operation::Describe, ResourceType::Group, &g);
         async move {
             if !allowed {
-                return (id, Err(ErrorCode::GroupAuthorizationFailed));
+                let why = format!("{} may not describe group {g:?}", caller.principal);
+                return (id, Err((ErrorCode::GroupAuthorizationFailed, why)));
             }
             let r = shard
                 .on_group(
@@ -44,7 +45,7 @@ pub async fn handle(
                     move |s| async move { s.groups.consumer_group(&g) },
                 )
                 .await;
-            (id, r.map_err(|e| e.code))
+            (id, r.map_err(|e| (e.code, e.message)))
         }
     });
     let catalog = shard.catalog();
@@ -62,10 +63,11 @@ pub async fn handle(
                         .with_error_message(Some(str(&message)))
                         .with_group_state(str("Dead"));
                 }
-                Err(code) => {
+                Err((code, message)) => {
                     return DescribedGroup::default()
                         .with_group_id(id)
                         .with_error_code(code.code())
+                        .with_error_message(Some(str(&message)))
                         .with_group_state(str("Dead"))
                 }
             };
