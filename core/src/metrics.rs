@@ -43,6 +43,37 @@ pub struct PartitionSample {
     pub cache_misses: u64,
     /// Batches found failing their CRC-32C (never served).
     pub corrupt_batches: u64,
+    /// A replicated partition's copy here (`None`: not replicated).
+    pub replica: Option<ReplicaSample>,
+}
+
+/// A replicated partition's copy on this node, at a scrape.
+#[derive(Debug, Clone)]
+pub struct ReplicaSample {
+    pub leader_epoch: i32,
+    /// Set on the leader's copy only.
+    pub leading: Option<LeaderSample>,
+}
+
+/// What a leader knows of its partition's replicas.
+#[derive(Debug, Clone)]
+pub struct LeaderSample {
+    pub replicas: usize,
+    pub in_sync: usize,
+    /// `min.insync.replicas` (capped by the replicas).
+    pub min_in_sync: usize,
+    /// Each follower's lag in records: the leader's log end less what it
+    /// holds durably (the whole log end if it has not fetched this epoch).
+    pub follower_lag: Vec<(i32, i64)>,
+}
+
+/// Node-wide replication state, from this node's catalog and quorum.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterSample {
+    /// Replicated partitions with no leader (every in-sync replica fenced).
+    pub offline_partitions: usize,
+    /// Whether this node leads the metadata quorum.
+    pub controller: bool,
 }
 
 /// One shard's part of a scrape.
@@ -95,6 +126,7 @@ impl Shard {
                     cache_hits: c.cache_hits.get(),
                     cache_misses: c.cache_misses.get(),
                     corrupt_batches: p.log.corrupt_batches(),
+                    replica: replica_sample(&p),
                 }
             })
             .collect();
@@ -114,6 +146,37 @@ impl Shard {
     }
 }
 
+/// A partition's replication state here, if it is replicated.
+fn replica_sample(p: &crate::partition::Partition) -> Option<ReplicaSample> {
+    use crate::replication::leader::Role;
+    let role = p.role.borrow();
+    let leading = match &*role {
+        Role::Alone => return None,
+        Role::Leader(l) => {
+            let end = p.log.log_end();
+            Some(LeaderSample {
+                replicas: l.replicas.len(),
+                in_sync: l.isr.len(),
+                min_in_sync: l.min_isr,
+                follower_lag: l
+                    .replicas
+                    .iter()
+                    .filter(|&&n| n != l.me)
+                    .map(|n| {
+                        let held = l.followers.get(n).and_then(|f| f.end).unwrap_or(0);
+                        (*n, (end - held).max(0))
+                    })
+                    .collect(),
+            })
+        }
+        Role::Follower { .. } | Role::Leaderless { .. } => None,
+    };
+    Some(ReplicaSample {
+        leader_epoch: role.epoch(),
+        leading,
+    })
+}
+
 /// Every shard's sample, encoded: the body of `GET /metrics`. `api_name`
 /// names an API key as Kafka does (`Produce`, `Fetch`, ...).
 pub async fn render(shard: &Rc<Shard>, api_name: fn(i16) -> String) -> String {
@@ -121,6 +184,23 @@ pub async fn render(shard: &Rc<Shard>, api_name: fn(i16) -> String) -> String {
     let (disk_total, disk_free) =
         weir_storage::disk_space(&shard.config.data_dir).unwrap_or((0, 0));
     let mut registry = Registry::default();
+    let cluster = match &shard.cluster {
+        Some(control) => {
+            let cat = shard.catalog();
+            ClusterSample {
+                offline_partitions: cat
+                    .topics
+                    .values()
+                    .map(|t| {
+                        let led = t.nodes.iter().take(t.replication.len());
+                        led.filter(|&&n| n == crate::catalog::NO_LEADER).count()
+                    })
+                    .sum(),
+                controller: control.controller() == Some(shard.config.node_id),
+            }
+        }
+        None => ClusterSample::default(),
+    };
     let api_names = samples
         .iter()
         .flat_map(|s| s.apis.keys().chain(s.errors.keys().map(|(api, _)| api)))
@@ -131,6 +211,7 @@ pub async fn render(shard: &Rc<Shard>, api_name: fn(i16) -> String) -> String {
         api_names,
         disk_total,
         disk_free,
+        cluster,
     }));
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &registry)
@@ -144,6 +225,7 @@ struct Scrape {
     api_names: BTreeMap<i16, String>,
     disk_total: u64,
     disk_free: u64,
+    cluster: ClusterSample,
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -199,6 +281,7 @@ impl Collector for Scrape {
     /// executors, errors, the data directory, histograms.
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         self.write_partitions(&mut enc)?;
+        self.write_replication(&mut enc)?;
         self.write_groups(&mut enc)?;
         self.write_shards(&mut enc)?;
         self.write_memory(&mut enc)?;
@@ -322,6 +405,94 @@ impl Scrape {
             each_count(|p| p.corrupt_batches),
         )?;
         Ok(())
+    }
+
+    /// Replicated partitions: leadership, ISR sizes, followers' lag, and
+    /// the node's counts of under-replicated, under-min-ISR, led and
+    /// offline partitions (Kafka's ReplicaManager and controller gauges).
+    fn write_replication(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let replicated = || {
+            self.parts()
+                .filter_map(|p| p.replica.as_ref().map(|r| (p, r)))
+        };
+        let led = || replicated().filter_map(|(p, r)| r.leading.as_ref().map(|l| (p, l)));
+        gauge(
+            enc,
+            "weir_partition_leader",
+            "1 where this node leads the replicated partition, 0 where it follows.",
+            None,
+            replicated().map(|(p, r)| (partition_labels(p), r.leading.is_some() as i64)),
+        )?;
+        gauge(
+            enc,
+            "weir_partition_leader_epoch",
+            "The leader epoch this node's copy is in.",
+            None,
+            replicated().map(|(p, r)| (partition_labels(p), r.leader_epoch as i64)),
+        )?;
+        gauge(
+            enc,
+            "weir_partition_replicas",
+            "Replicas of a partition this node leads.",
+            None,
+            led().map(|(p, l)| (partition_labels(p), l.replicas as i64)),
+        )?;
+        gauge(
+            enc,
+            "weir_partition_in_sync_replicas",
+            "In-sync replicas of a partition this node leads.",
+            None,
+            led().map(|(p, l)| (partition_labels(p), l.in_sync as i64)),
+        )?;
+        gauge(
+            enc,
+            "weir_partition_replica_lag_records",
+            "Records a follower lacks durably, as its leader (this node) sees it.",
+            None,
+            led().flat_map(|(p, l)| {
+                l.follower_lag.iter().map(move |(n, lag)| {
+                    let mut labels = partition_labels(p);
+                    labels.push(("replica", n.to_string()));
+                    (labels, *lag)
+                })
+            }),
+        )?;
+        let count = |f: &dyn Fn(&LeaderSample) -> bool| led().filter(|(_, l)| f(l)).count() as i64;
+        gauge(
+            enc,
+            "weir_leader_partitions",
+            "Replicated partitions this node leads.",
+            None,
+            [(vec![], count(&|_| true))],
+        )?;
+        gauge(
+            enc,
+            "weir_under_replicated_partitions",
+            "Partitions this node leads with a replica out of sync.",
+            None,
+            [(vec![], count(&|l| l.in_sync < l.replicas))],
+        )?;
+        gauge(
+            enc,
+            "weir_under_min_isr_partitions",
+            "Partitions this node leads with fewer in-sync replicas than min.insync.replicas (acks=all refused).",
+            None,
+            [(vec![], count(&|l| l.in_sync < l.min_in_sync))],
+        )?;
+        gauge(
+            enc,
+            "weir_offline_partitions",
+            "Replicated partitions of the cluster with no leader, as this node's catalog has them.",
+            None,
+            [(vec![], self.cluster.offline_partitions as i64)],
+        )?;
+        gauge(
+            enc,
+            "weir_controller",
+            "1 where this node leads the cluster's metadata quorum.",
+            None,
+            [(vec![], self.cluster.controller as i64)],
+        )
     }
 
     /// Consumer groups: committed offsets and lag.

@@ -50,16 +50,29 @@ def produce(bootstrap, n, tag):
     return acked
 
 
-def restart_with_leaderships_moved(cluster):
+def metrics(node):
+    """`GET /metrics` as {"name{labels}": value}."""
+    with node.urlopen(node.http + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+def restart_with_leaderships_moved(cluster, while_down=lambda victim: None):
     """Kills the node preferred by partition 0 and starts it again; waits
     until it is back in every ISR. Answers its id and the partitions it
-    prefers."""
+    prefers. `while_down(victim)` runs once its leaderships moved."""
     view = leaders_and_preferred(cluster, cluster.node(1))
     victim = view[0][1]
     preferred = [p for p, (_, pref, _) in view.items() if pref == victim]
     rest = [n for n in cluster.nodes if n is not cluster.node(victim)]
     cluster.node(victim).kill()
     await_partitions(cluster, TOPIC, lambda s: all(s[p][0] not in (victim, -1) for p in preferred), among=rest)
+    while_down(victim)
     cluster.node(victim).start()
     await_partitions(cluster, TOPIC, lambda s: all(len(isr) == 3 for _, _, isr in s.values()))
     return victim, preferred
@@ -74,7 +87,20 @@ def test_a_preferred_election_gives_a_returned_node_its_leaderships_back(tmp_pat
         placed = leaders_and_preferred(cluster, cluster.node(1))
         assert all(leader == pref for leader, pref, _ in placed.values()), placed
         acked = produce(cluster.node(1).bootstrap, 300, "before")
-        victim, preferred = restart_with_leaderships_moved(cluster)
+
+        def under_replicated(victim):
+            # Its partitions' leaders say so in /metrics: out of the ISR,
+            # and lagging as far as they know.
+            await_partitions(cluster, TOPIC, lambda s: all(victim not in isr for _, _, isr in s.values()),
+                             among=[n for n in cluster.nodes if n is not cluster.node(victim)])
+            seen = [metrics(n) for n in cluster.nodes if n is not cluster.node(victim)]
+            assert sum(m["weir_under_replicated_partitions"] for m in seen) >= PARTITIONS, seen
+            assert sum(m["weir_under_min_isr_partitions"] for m in seen) == 0
+            lag = [v for m in seen for k, v in m.items()
+                   if k.startswith("weir_partition_replica_lag_records{") and f'topic="{TOPIC}"' in k
+                   and f'replica="{victim}"' in k]
+            assert len(lag) == PARTITIONS, lag
+        victim, preferred = restart_with_leaderships_moved(cluster, under_replicated)
         # Balancing is off: the returned node leads nothing yet.
         view = leaders_and_preferred(cluster, cluster.node(victim))
         assert all(view[p][0] != victim for p in preferred), view
@@ -90,6 +116,15 @@ def test_a_preferred_election_gives_a_returned_node_its_leaderships_back(tmp_pat
         view = leaders_and_preferred(cluster, cluster.node(victim))
         assert all(view[p][0] == victim for p in preferred), view
         await_partitions(cluster, TOPIC, lambda s: all(s[p][0] == victim for p in preferred))
+        # /metrics tells the same: one leader per partition, the victim
+        # leading its own, one controller.
+        seen = {i: metrics(cluster.node(i)) for i in (1, 2, 3)}
+        for p in range(PARTITIONS):
+            key = f'weir_partition_leader{{topic="{TOPIC}",partition="{p}"}}'
+            leaders = [i for i, m in seen.items() if m.get(key) == 1]
+            assert leaders == [view[p][0]], (p, leaders)
+        assert sum(m["weir_controller"] for m in seen.values()) == 1
+        assert all(m["weir_offline_partitions"] == 0 for m in seen.values())
 
         # Asked again, with every partition (None): nothing to do.
         assert admin.elect_leaders(ElectionType.PREFERRED, None).result(30) == {}
