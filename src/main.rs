@@ -681,6 +681,23 @@ fn serve(args: ServeArgs) {
     log::info!("stopped");
 }
 
+/// Kafka's controlled shutdown: asks the quorum to move this node's
+/// leaderships to other in-sync replicas, and says how it went.
+fn hand_over(control: &weir_core::cluster::Control) {
+    let began = std::time::Instant::now();
+    match control.shut_down(HAND_OVER_BOUND) {
+        Ok(0) => log::info!(
+            "leaderships handed over in {} ms",
+            began.elapsed().as_millis()
+        ),
+        Ok(n) => log::warn!(
+            "leaderships handed over in {} ms; {n} partitions have no other replica in sync and wait for this node",
+            began.elapsed().as_millis()
+        ),
+        Err(e) => log::warn!("stopping without handing leaderships over: {e}"),
+    }
+}
+
 /// How long a node of a cluster waits, at a stop, for the quorum to move
 /// its leaderships away (a controlled shutdown) before it stops anyway.
 const HAND_OVER_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
@@ -702,26 +719,17 @@ fn stop_on_signals(
         log::info!(
             "signal {sig}: stopping (in-flight requests answered, appends synced; a second signal exits at once)"
         );
-        if let Some(control) = control {
-            let began = std::time::Instant::now();
-            match control.shut_down(HAND_OVER_BOUND) {
-                Ok(0) => log::info!(
-                    "leaderships handed over in {} ms",
-                    began.elapsed().as_millis()
-                ),
-                Ok(n) => log::warn!(
-                    "leaderships handed over in {} ms; {n} partitions have no other replica in sync and wait for this node",
-                    began.elapsed().as_millis()
-                ),
-                Err(e) => log::warn!("stopping without handing leaderships over: {e}"),
+        // The hand-over and the stop run on a thread of their own, so a
+        // second signal still exits at once meanwhile.
+        std::thread::spawn(move || {
+            if let Some(control) = control {
+                hand_over(&control);
             }
-        }
-        stop.store(true, Ordering::Relaxed);
-        // A stop that hangs (a disk that no longer answers) must
-        // not hold the process: past the bound, or at a second
-        // signal, it exits without the clean-stop state, and the
-        // next start recovers as after a crash.
-        std::thread::spawn(|| {
+            stop.store(true, Ordering::Relaxed);
+            // A stop that hangs (a disk that no longer answers) must
+            // not hold the process: past the bound, or at a second
+            // signal, it exits without the clean-stop state, and the
+            // next start recovers as after a crash.
             std::thread::sleep(STOP_BOUND);
             log::error!(
                 "not stopped within {} s: exiting without a clean stop",

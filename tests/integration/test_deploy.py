@@ -82,7 +82,11 @@ def test_the_compose_and_kubernetes_settings_are_accepted(tmp_path):
         assert out.stdout.split() == ["serve", "--node-id", str(ordinal + 1), "--kafka-advertise",
                                       f"weir-{ordinal}.weir:9092"], out
     accepted(env, tmp_path)
-    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    # Ready once back in sync; one node may be disrupted at a time.
+    assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
+    pdb = next(d for d in docs if d["kind"] == "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == sts["spec"]["selector"]["matchLabels"]
     mount = container["volumeMounts"][0]
     assert mount["mountPath"] == "/var/lib/weir"
     assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == mount["name"]

@@ -10,7 +10,7 @@ from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from cluster import Cluster
-from test_replication import await_partitions, check_every_acknowledged_record, create_replicated
+from test_replication import await_partitions, check_every_acknowledged_record, create_replicated, partitions
 
 TOPIC = "led"
 PARTITIONS = 6
@@ -60,6 +60,23 @@ def metrics(node):
             key, value = line.rsplit(" ", 1)
             out[key] = float(value)
     return out
+
+
+def await_ready(node, timeout=30):
+    """Polls `GET /ready` until it answers 200; a 503 says why not."""
+    import urllib.error
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with node.urlopen(node.http + "/ready", timeout=10) as r:
+                assert r.status == 200
+                return
+        except urllib.error.HTTPError as e:
+            assert e.code == 503, e
+            why = e.read().decode()
+            assert '"ready":false' in why, why
+        assert time.time() < deadline, f"not ready: {why}"
+        time.sleep(0.05)
 
 
 def restart_with_leaderships_moved(cluster, while_down=lambda victim: None):
@@ -181,6 +198,12 @@ def test_a_rolling_restart_under_load_costs_no_acknowledged_record_and_no_error(
             stopped = time.time()
             assert any("leaderships handed over" in line for line in n.log), "".join(n.log[-20:])
             n.start()
+            # /ready (the Kubernetes readiness probe) answers 200 only once
+            # the node is back in every ISR: what Metadata then says.
+            await_ready(n)
+            me = cluster.nodes.index(n) + 1
+            view = partitions(cluster, n, TOPIC)
+            assert all(me in isr for _, _, isr in view.values()), view
             await_partitions(cluster, TOPIC, lambda s: all(len(isr) == 3 for _, _, isr in s.values()))
             await_preferred_leaders(cluster)
             gaps = [b - a for a, b in zip(live.ack_times, live.ack_times[1:]) if a >= began - 1]

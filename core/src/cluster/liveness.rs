@@ -216,7 +216,8 @@ async fn balancing(inner: Arc<Inner>, every: Duration) {
         if !inner.is_controller() {
             continue;
         }
-        let moved = crate::replication::imbalanced(&inner.catalogs.borrow().clone());
+        let cat = inner.catalogs.borrow().clone();
+        let moved = crate::replication::imbalanced(&cat);
         if moved.is_empty() {
             continue;
         }
@@ -273,7 +274,7 @@ async fn fencing(inner: Arc<Inner>) {
                 .nodes
                 .values()
                 // A node stopping keeps its fence until it registers anew.
-                .filter(|n| !n.stopping)
+                .filter(|n| !(n.stopping && n.fenced))
                 .filter_map(|n| {
                     let last = heard.get(&n.id).copied().unwrap_or(since).max(since);
                     let silent = now.duration_since(last) > timeout && n.id as u64 != inner.id;

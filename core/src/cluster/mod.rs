@@ -272,7 +272,7 @@ impl Control {
                 incarnation: crate::config::incarnation(),
             };
             let answer = match tokio::time::timeout(within, inner.propose(cmd)).await {
-                Ok(Ok(_)) => {
+                Ok(Ok(Applied::Version(_))) => {
                     let me = inner.id as i32;
                     let cat = inner.catalogs.borrow().clone();
                     Ok(cat
@@ -288,6 +288,7 @@ impl Control {
                         })
                         .sum())
                 }
+                Ok(Ok(other)) => Err(format!("the quorum did not take it: {other:?}")),
                 Ok(Err(e)) => Err(e.message),
                 Err(_) => Err(format!("not applied within {} s", within.as_secs())),
             };

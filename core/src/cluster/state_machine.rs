@@ -163,6 +163,9 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             (Applied::Version(next.version), Some(next))
         }
         Command::Fence { node, fenced } => match cat.nodes.get(&node) {
+            // A node stopping on purpose stays fenced until it registers
+            // again (a lift decided before its ShutDown was applied).
+            Some(n) if n.stopping && !fenced => (Applied::Unchanged, None),
             Some(n) if n.fenced != fenced => {
                 let mut next = cat.clone();
                 next.nodes.get_mut(&node).expect("present").fenced = fenced;

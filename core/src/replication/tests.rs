@@ -182,3 +182,34 @@ fn elections_asked_for_move_leadership_only_where_they_may() {
     assert_eq!(state(&c).0, 3);
     assert_eq!(state(&c).1, vec![3]);
 }
+
+/// A node stopping on purpose (controlled shutdown) is fenced at once,
+/// its leadership moving in a new epoch; a lift of its fence decided
+/// before is refused; it comes back only by registering anew (fenced, as
+/// every restart, and no longer stopping).
+#[test]
+fn a_stopping_node_hands_its_leaderships_over_and_stays_fenced() {
+    use crate::cluster::state_machine::apply;
+    use crate::cluster::types::{Applied, Command};
+    let c = cluster();
+    let stop = |incarnation| Command::ShutDown {
+        node: 1,
+        incarnation,
+    };
+    // Another run of the node than the one registered: nothing.
+    let (answer, next) = apply(&c, stop(9));
+    assert!(matches!(answer, Applied::Unchanged) && next.is_none());
+    let c = apply(&c, stop(1)).1.expect("applied");
+    assert_eq!(state(&c), (2, vec![2, 3], 1, 1));
+    assert!(c.nodes[&1].stopping && c.nodes[&1].fenced);
+    let lift = Command::Fence {
+        node: 1,
+        fenced: false,
+    };
+    let (answer, next) = apply(&c, lift);
+    assert!(matches!(answer, Applied::Unchanged) && next.is_none());
+    let mut again = node(1);
+    again.incarnation = 2;
+    let c = apply(&c, Command::Register(again)).1.expect("applied");
+    assert!(c.nodes[&1].fenced && !c.nodes[&1].stopping);
+}

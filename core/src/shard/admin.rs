@@ -555,9 +555,12 @@ impl Shard {
         let _installing = self.install_lock.acquire_permit(1).await.expect("open");
         let old = self.catalog();
         // A quorum not yet seeded has no catalog to install.
-        let newer = cat.version > old.version
-            || cat.cluster_id != old.cluster_id
-            || self.install_failed.get();
+        // After a failed install, the same catalog is installed again (never
+        // an older one that a task took before waiting for the lock).
+        let retry = self.install_failed.get()
+            && cat.cluster_id == old.cluster_id
+            && cat.version >= old.version;
+        let newer = cat.version > old.version || cat.cluster_id != old.cluster_id || retry;
         if cat.cluster_id.is_empty() || !newer {
             return Ok(());
         }

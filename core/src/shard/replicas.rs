@@ -150,6 +150,50 @@ impl Shard {
         }
     }
 
+    /// Whether this node is ready for clients in a rolling restart
+    /// (`GET /ready`, a Kubernetes readiness probe): in a cluster, once
+    /// this run of it is registered and not fenced, and it is in the ISR
+    /// of every replicated partition it keeps that has a leader; else why
+    /// not. A single node is ready once it serves.
+    pub fn readiness(&self) -> Result<(), String> {
+        if self.cluster.is_none() {
+            return Ok(());
+        }
+        let cat = self.catalog();
+        let me = self.config.node_id;
+        match cat.nodes.get(&me) {
+            Some(n) if n.incarnation != crate::config::incarnation() => {
+                return Err("this run of the node is not registered yet".into())
+            }
+            Some(n) if n.fenced => {
+                return Err("this node is fenced (the controller has not heard it yet)".into())
+            }
+            Some(_) => {}
+            None => return Err("this node is not registered yet".into()),
+        }
+        let behind: usize = cat
+            .topics
+            .values()
+            .map(|t| {
+                t.replication
+                    .iter()
+                    .enumerate()
+                    .filter(|(p, r)| {
+                        r.replicas.contains(&me)
+                            && !r.isr.contains(&me)
+                            && t.nodes.get(*p) != Some(&crate::catalog::NO_LEADER)
+                    })
+                    .count()
+            })
+            .sum();
+        match behind {
+            0 => Ok(()),
+            n => Err(format!(
+                "{n} partitions kept here are not in sync with their leaders yet"
+            )),
+        }
+    }
+
     /// Waits until this shard has installed catalog `version` or a newer
     /// one (the catalog shard installs each the quorum applies).
     pub(crate) async fn installed(&self, version: u64) {

@@ -111,16 +111,6 @@ pub fn refusal(shard: &Shard, caller: &Caller, body: &RequestKind) -> Option<Res
                     )))),
             )
         }
-        RequestKind::ElectLeaders(_) if !cluster(Operation::Alter) => {
-            ResponseKind::ElectLeaders(super::elect_leaders::refused(
-                body,
-                CLUSTER_DENIED,
-                &format!(
-                    "{} may not elect leaders (ALTER on the cluster)",
-                    caller.principal
-                ),
-            ))
-        }
         _ => return None,
     })
 }

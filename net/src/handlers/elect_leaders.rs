@@ -8,7 +8,8 @@
 //! changed or could not.
 
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
-use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, RequestKind, TopicName};
+use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
+use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
 use weir_core::replication::Election;
 use weir_core::ErrorCode;
 
@@ -21,6 +22,22 @@ const PREFERRED: i8 = 0;
 const UNCLEAN: i8 = 1;
 
 pub async fn handle(cx: &RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse {
+    let shard = &cx.shard;
+    if !cx
+        .caller
+        .may(shard, Operation::Alter, ResourceType::Cluster, CLUSTER)
+    {
+        let why = format!(
+            "{} may not elect leaders (ALTER on the cluster)",
+            cx.caller.principal
+        );
+        return answer_all(
+            &req,
+            cx.version,
+            ErrorCode::ClusterAuthorizationFailed.code(),
+            &why,
+        );
+    }
     // Version 0 has no type: a preferred election.
     let unclean = match req.election_type {
         PREFERRED => false,
@@ -28,6 +45,7 @@ pub async fn handle(cx: &RequestContext, req: ElectLeadersRequest) -> ElectLeade
         other => {
             return answer_all(
                 &req,
+                cx.version,
                 ErrorCode::InvalidRequest.code(),
                 &format!("election type {other} is neither preferred (0) nor unclean (1)"),
             )
@@ -39,7 +57,7 @@ pub async fn handle(cx: &RequestContext, req: ElectLeadersRequest) -> ElectLeade
             .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p)))
             .collect::<Vec<_>>()
     });
-    match cx.shard.elect_leaders(asked, unclean).await {
+    match shard.elect_leaders(asked, unclean).await {
         Ok(results) => {
             let mut by_topic: Vec<ReplicaElectionResult> = Vec::new();
             for (topic, p, election) in results {
@@ -62,7 +80,7 @@ pub async fn handle(cx: &RequestContext, req: ElectLeadersRequest) -> ElectLeade
         Err(e) => {
             let (code, message) = error_parts(&e);
             let message = message.map(|m| m.to_string()).unwrap_or_default();
-            answer_all(&req, code, &message)
+            answer_all(&req, cx.version, code, &message)
         }
     }
 }
@@ -89,9 +107,14 @@ fn outcome(e: &Election, unclean: bool) -> (i16, Option<String>) {
     }
 }
 
-/// The answer to a request refused whole: `code` as the request's error
-/// (v1+) and every partition's.
-fn answer_all(req: &ElectLeadersRequest, code: i16, message: &str) -> ElectLeadersResponse {
+/// The answer to a request refused whole: `code` as every partition's
+/// error, and the request's (which v0 has not).
+fn answer_all(
+    req: &ElectLeadersRequest,
+    version: i16,
+    code: i16,
+    message: &str,
+) -> ElectLeadersResponse {
     let results = req
         .topic_partitions
         .iter()
@@ -112,15 +135,8 @@ fn answer_all(req: &ElectLeadersRequest, code: i16, message: &str) -> ElectLeade
                 )
         })
         .collect();
+    let top = if version >= 1 { code } else { 0 };
     ElectLeadersResponse::default()
-        .with_error_code(code)
+        .with_error_code(top)
         .with_replica_election_results(results)
-}
-
-/// The answer to a request the caller may not make (`authorize`).
-pub fn refused(body: &RequestKind, code: i16, message: &str) -> ElectLeadersResponse {
-    match body {
-        RequestKind::ElectLeaders(req) => answer_all(req, code, message),
-        _ => ElectLeadersResponse::default().with_error_code(code),
-    }
 }

@@ -32,7 +32,8 @@ const DISCARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// `/metrics` and `POST /sql` (with the token its user gives).
 const CONSOLE: &str = include_str!("console.html");
 
-/// A small HTTP/1.1 endpoint: `GET /health`, `GET /stats` (every shard's
+/// A small HTTP/1.1 endpoint: `GET /health`, `GET /ready` (503 with why
+/// until a cluster's node is in sync again), `GET /stats` (every shard's
 /// counters and latency histograms), `GET /stats/latency` (all shards'
 /// histograms merged), `POST /stats/reset` (empties them), `POST /sql`
 /// (statements in the body; the last one's rows as a JSON array, or
@@ -131,6 +132,15 @@ async fn node_route(
             )
             .into_bytes(),
         ),
+        ("GET", "/ready") => match shard.readiness() {
+            Ok(()) => ("200 OK", json, b"{\"ready\":true}".to_vec()),
+            Err(why) => (
+                "503 Service Unavailable",
+                json,
+                serde_json::to_vec(&serde_json::json!({"ready": false, "why": why}))
+                    .unwrap_or_default(),
+            ),
+        },
         ("GET", "/stats") => (
             "200 OK",
             json,
