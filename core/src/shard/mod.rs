@@ -158,6 +158,10 @@ pub struct ShardParts {
     pub cluster: Option<crate::cluster::Control>,
 }
 
+/// How long a group request waits for its slot's state to load on the
+/// node the catalog names its coordinator (`Shard::on_group`).
+const SLOT_LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 impl Shard {
     pub fn new(parts: ShardParts) -> Shard {
         let config = parts.config;
@@ -473,24 +477,37 @@ impl Shard {
             let Some(control) = self.cluster.clone() else {
                 return Err(e);
             };
-            let latest = control.latest().version;
-            if self.catalog().version >= latest {
+            if self.catalog().version >= control.latest().version {
                 return Err(e);
             }
-            let bound = glommio::timer::sleep(std::time::Duration::from_secs(1));
-            futures::future::select(Box::pin(self.installed(latest)), Box::pin(bound)).await;
+            self.catch_up(&control, std::time::Duration::from_secs(1))
+                .await;
             self.coordinates(group)?;
         }
         let key = group.to_string();
         self.invoke_on(self.group_shard(group), move |s| async move {
             // The catalog names this node as soon as it leads the slot;
             // until the slot's state is loaded, an answer would be of an
-            // empty group (COORDINATOR_LOAD_IN_PROGRESS, as Kafka's).
-            // Before its load begins (the slot's partition still opening)
-            // it is NOT_COORDINATOR, which librdkafka's admin calls retry
-            // after finding the coordinator again (they give up on
-            // COORDINATOR_LOAD_IN_PROGRESS).
-            s.groups.check_loaded(&key)?;
+            // empty group. The load follows within moments (the slot's
+            // partition opening, then its replay), so the request waits
+            // for it, bounded: librdkafka's group describes give up on a
+            // group's COORDINATOR_LOAD_IN_PROGRESS and NOT_COORDINATOR
+            // alike (seen on a new cluster's first describe, which makes
+            // the groups topic). Past the bound, or once the catalog no
+            // longer names this node, the error is answered.
+            let deadline = std::time::Instant::now() + SLOT_LOAD_WAIT;
+            loop {
+                match s.groups.check_loaded(&key) {
+                    Ok(()) => break,
+                    Err(e)
+                        if std::time::Instant::now() < deadline && s.coordinates(&key).is_ok() =>
+                    {
+                        log::debug!("{key:?}: waiting for its slot to load here: {e}");
+                        glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
             Ok(f(s).await)
         })
         .await?

@@ -5,7 +5,7 @@
 //! (`followed`) and hands each answer to `Partition::append_from_leader`.
 
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 
@@ -138,9 +138,8 @@ impl Shard {
             Applied::Elections(results) => {
                 // Answered once Metadata here names the new leaders (or
                 // after a bound: the election is made either way).
-                let version = control.latest().version;
-                let bound = glommio::timer::sleep(std::time::Duration::from_secs(10));
-                futures::future::select(Box::pin(self.installed(version)), Box::pin(bound)).await;
+                self.catch_up(&control, std::time::Duration::from_secs(10))
+                    .await;
                 Ok(results)
             }
             other => Err(KafkaError::new(
@@ -194,12 +193,18 @@ impl Shard {
         }
     }
 
-    /// Waits until this shard has installed catalog `version` or a newer
-    /// one (the catalog shard installs each the quorum applies).
-    pub(crate) async fn installed(&self, version: u64) {
-        while self.catalog().version < version {
-            let _ = self.catalog_changed().await;
-        }
+    /// Waits, at most `within`, until this shard has installed the
+    /// catalog the quorum has applied on this node (the catalog shard
+    /// installs each on every shard).
+    pub(crate) async fn catch_up(&self, control: &crate::cluster::Control, within: Duration) {
+        let version = control.latest().version;
+        let installed = async {
+            while self.catalog().version < version {
+                let _ = self.catalog_changed().await;
+            }
+        };
+        let bound = glommio::timer::sleep(within);
+        futures::future::select(Box::pin(installed), Box::pin(bound)).await;
     }
 
     /// A receiver woken when the next catalog is installed here.
