@@ -539,6 +539,17 @@ impl ClusterNode {
 }
 
 impl Catalog {
+    /// Every replicated partition: its topic, index, leader (`NO_LEADER`
+    /// if none) and replication.
+    pub fn replicated(&self) -> impl Iterator<Item = (&TopicMeta, i32, i32, &Replicas)> {
+        self.topics.values().flat_map(|t| {
+            t.replication.iter().enumerate().map(move |(p, r)| {
+                let leader = t.nodes.get(p).copied().unwrap_or(NO_LEADER);
+                (t, p as i32, leader, r)
+            })
+        })
+    }
+
     pub fn topic(&self, name: &str) -> Option<&TopicMeta> {
         self.topics.get(name)
     }

@@ -189,13 +189,9 @@ pub async fn render(shard: &Rc<Shard>, api_name: fn(i16) -> String) -> String {
             let cat = shard.catalog();
             ClusterSample {
                 offline_partitions: cat
-                    .topics
-                    .values()
-                    .map(|t| {
-                        let led = t.nodes.iter().take(t.replication.len());
-                        led.filter(|&&n| n == crate::catalog::NO_LEADER).count()
-                    })
-                    .sum(),
+                    .replicated()
+                    .filter(|(_, _, leader, _)| *leader == crate::catalog::NO_LEADER)
+                    .count(),
                 controller: control.controller() == Some(shard.config.node_id),
             }
         }

@@ -276,17 +276,11 @@ impl Control {
                     let me = inner.id as i32;
                     let cat = inner.catalogs.borrow().clone();
                     Ok(cat
-                        .topics
-                        .values()
-                        .map(|t| {
-                            (0..t.nodes.len())
-                                .filter(|&p| {
-                                    t.nodes[p] == crate::catalog::NO_LEADER
-                                        && t.hosted_by(p as i32, me)
-                                })
-                                .count()
+                        .replicated()
+                        .filter(|(_, _, leader, r)| {
+                            *leader == crate::catalog::NO_LEADER && r.replicas.contains(&me)
                         })
-                        .sum())
+                        .count())
                 }
                 Ok(Ok(other)) => Err(format!("the quorum did not take it: {other:?}")),
                 Ok(Err(e)) => Err(e.message),

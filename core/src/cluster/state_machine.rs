@@ -208,9 +208,8 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             let (asked, named) = match partitions {
                 Some(p) => (p, true),
                 None => (
-                    cat.topics
-                        .values()
-                        .flat_map(|t| (0..t.replication.len()).map(|p| (t.name.clone(), p as i32)))
+                    cat.replicated()
+                        .map(|(t, p, _, _)| (t.name.clone(), p))
                         .collect(),
                     false,
                 ),

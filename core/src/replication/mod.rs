@@ -144,18 +144,14 @@ pub enum Election {
 /// (the controller's leader balancing).
 pub fn imbalanced(cat: &Catalog) -> Vec<(String, i32)> {
     let live: BTreeSet<i32> = cat.live_nodes().map(|n| n.id).collect();
-    let mut out = Vec::new();
-    for t in cat.topics.values() {
-        for (p, r) in t.replication.iter().enumerate() {
-            let (Some(&preferred), Some(&leader)) = (r.replicas.first(), t.nodes.get(p)) else {
-                continue;
-            };
-            if leader != preferred && r.isr.contains(&preferred) && live.contains(&preferred) {
-                out.push((t.name.clone(), p as i32));
-            }
-        }
-    }
-    out
+    cat.replicated()
+        .filter(|(_, _, leader, r)| {
+            r.replicas.first().is_some_and(|&preferred| {
+                *leader != preferred && r.isr.contains(&preferred) && live.contains(&preferred)
+            })
+        })
+        .map(|(t, p, _, _)| (t.name.clone(), p))
+        .collect()
 }
 
 /// Kafka's ElectLeaders for one partition. A preferred election makes

@@ -170,21 +170,14 @@ impl Shard {
             Some(_) => {}
             None => return Err("this node is not registered yet".into()),
         }
-        let behind: usize = cat
-            .topics
-            .values()
-            .map(|t| {
-                t.replication
-                    .iter()
-                    .enumerate()
-                    .filter(|(p, r)| {
-                        r.replicas.contains(&me)
-                            && !r.isr.contains(&me)
-                            && t.nodes.get(*p) != Some(&crate::catalog::NO_LEADER)
-                    })
-                    .count()
+        let behind = cat
+            .replicated()
+            .filter(|(_, _, leader, r)| {
+                *leader != crate::catalog::NO_LEADER
+                    && r.replicas.contains(&me)
+                    && !r.isr.contains(&me)
             })
-            .sum();
+            .count();
         match behind {
             0 => Ok(()),
             n => Err(format!(
