@@ -135,6 +135,17 @@ struct ServeArgs {
     /// replica.lag.time.max.ms).
     #[arg(env = "WEIR_REPLICA_LAG_TIME_MAX_MS", long, default_value_t = 30_000)]
     replica_lag_time_max_ms: u64,
+    /// Bytes per second this node copies for the replicas a reassignment
+    /// adds to it, so a move does not starve produce (Kafka's
+    /// follower.replication.throttled.rate, which
+    /// `kafka-reassign-partitions.sh --throttle` sets at run time and
+    /// which then takes precedence); 0: unbounded.
+    #[arg(
+        env = "WEIR_REPLICATION_THROTTLE_BYTES",
+        long,
+        default_value_t = 100 << 20
+    )]
+    replication_throttle_bytes: u64,
     /// Create a topic the first time a client asks for it in Metadata.
     #[arg(env = "WEIR_AUTO_CREATE_TOPICS", long)]
     auto_create_topics: bool,
@@ -433,6 +444,7 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.compaction_check_interval = Duration::from_millis(args.compaction_check_ms.max(100));
     cfg.compaction_map_bytes = args.compaction_map_bytes.max(1 << 20);
     cfg.replica_lag_time_max = Duration::from_millis(args.replica_lag_time_max_ms.max(100));
+    cfg.replication_throttle_bytes = args.replication_throttle_bytes;
     cfg.groups.min_session_timeout = Duration::from_millis(args.group_min_session_timeout_ms);
     cfg.groups.max_session_timeout = Duration::from_millis(args.group_max_session_timeout_ms);
     cfg.groups.initial_rebalance_delay =

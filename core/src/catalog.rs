@@ -326,6 +326,11 @@ pub struct TopicMeta {
     /// A typed table's schema (CREATE TABLE); `None`: a raw topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<schema::TableSchema>,
+    /// The reassignment throttle's lists (`THROTTLE_CONFIGS`) as Kafka's
+    /// tools set them: kept and reported; the throttle itself applies to
+    /// every replica a reassignment adds (`Catalog::move_throttle`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub throttled_replicas: BTreeMap<String, String>,
 }
 
 /// `TopicMeta::nodes`' entry for a partition none of whose in-sync
@@ -335,7 +340,7 @@ pub const NO_LEADER: i32 = -1;
 /// A replicated partition as the metadata quorum keeps it (Kafka's
 /// `PartitionRecord`): where its copies are, which of them are in sync,
 /// and the epochs that fence its old leaders and stale ISR changes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replicas {
     /// The nodes keeping a copy, the preferred leader first.
     pub replicas: Vec<i32>,
@@ -347,6 +352,31 @@ pub struct Replicas {
     /// Bumped at every change of leader or ISR (Kafka's partition
     /// epoch): an ISR change made on an older one is refused.
     pub partition_epoch: i32,
+    /// While a reassignment moves the partition (KIP-455): the replicas
+    /// being added (in `replicas`, catching up, not yet in sync) ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding: Vec<i32>,
+    /// ... and those to be removed once every target replica is in sync
+    /// (`replication::reassign`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing: Vec<i32>,
+}
+
+impl Replicas {
+    /// Whether a reassignment is moving this partition.
+    pub fn reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
+
+    /// The replicas a reassignment under way moves to (all of them when
+    /// none is).
+    pub fn target(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|n| !self.removing.contains(n))
+            .collect()
+    }
 }
 
 impl TopicMeta {
@@ -425,6 +455,12 @@ pub struct Catalog {
     /// A cluster's nodes (`cluster`), by id; empty on a single node.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub nodes: BTreeMap<i32, ClusterNode>,
+    /// Node configs changed at run time (Kafka's dynamic broker configs,
+    /// IncrementalAlterConfigs on a BROKER resource): by the resource's
+    /// name (a node id, or empty for the cluster-wide default), each
+    /// config's value (`NODE_CONFIGS`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// The `version` of the last change to topics, users or ACLs: a
     /// cluster applies a change only to the catalog it was made on.
     #[serde(default)]
@@ -538,7 +574,87 @@ impl ClusterNode {
     }
 }
 
+/// The topic configs `kafka-reassign-partitions.sh --throttle` sets (and
+/// `--verify` deletes): which replicas the throttle applies to, `*` or
+/// `partition:broker,…`.
+pub const THROTTLE_CONFIGS: [&str; 2] = [
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+];
+
+/// Checks a throttled-replicas list: `*`, empty, or `partition:broker,…`.
+pub fn check_throttled_replicas(name: &str, value: &str) -> Result<(), KafkaError> {
+    let v = value.trim();
+    let ok = v.is_empty()
+        || v == "*"
+        || v.split(',').all(|pair| {
+            pair.trim().split_once(':').is_some_and(|(p, b)| {
+                p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok()
+            })
+        });
+    match ok {
+        true => Ok(()),
+        false => Err(KafkaError::new(
+            ErrorCode::InvalidConfig,
+            format!("invalid value {value:?} for config {name}: *, or partition:broker pairs separated by commas"),
+        )),
+    }
+}
+
+/// The node configs changeable at run time (IncrementalAlterConfigs on a
+/// BROKER resource), each a rate in bytes per second: what
+/// `kafka-reassign-partitions.sh --throttle` sets on every node.
+/// `follower.replication.throttled.rate` bounds what this node copies for
+/// replicas a reassignment adds here; the leader's and the log-directory
+/// rates are kept and reported (the follower's bound is the move's; weir
+/// has one log directory per node).
+pub const NODE_CONFIGS: [&str; 3] = [
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+];
+
+/// Checks a node config's name and value (`NODE_CONFIGS`).
+pub fn check_node_config(name: &str, value: &str) -> Result<(), KafkaError> {
+    if !NODE_CONFIGS.contains(&name) {
+        return Err(KafkaError::new(
+            ErrorCode::InvalidConfig,
+            format!(
+                "{name} is not a node config changeable at run time (those are {})",
+                NODE_CONFIGS.join(", ")
+            ),
+        ));
+    }
+    match value.trim().parse::<i64>() {
+        Ok(n) if n >= 0 => Ok(()),
+        _ => Err(KafkaError::new(
+            ErrorCode::InvalidConfig,
+            format!("invalid value {value:?} for config {name}: bytes per second, 0 or more"),
+        )),
+    }
+}
+
 impl Catalog {
+    /// A node config changed at run time: the node's own, else the
+    /// cluster-wide default's.
+    pub fn node_config(&self, node: i32, name: &str) -> Option<&str> {
+        let own = self.node_configs.get(&node.to_string());
+        let default = self.node_configs.get("");
+        own.and_then(|c| c.get(name))
+            .or_else(|| default.and_then(|c| c.get(name)))
+            .map(String::as_str)
+    }
+
+    /// The bytes per second node `node` copies for the replicas a
+    /// reassignment adds to it: `follower.replication.throttled.rate` if
+    /// set at run time, else `flag` (`--replication-throttle-bytes`); 0:
+    /// unbounded.
+    pub fn move_throttle(&self, node: i32, flag: u64) -> u64 {
+        self.node_config(node, "follower.replication.throttled.rate")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(flag)
+    }
+
     /// Every replicated partition: its topic, index, leader (`NO_LEADER`
     /// if none) and replication.
     pub fn replicated(&self) -> impl Iterator<Item = (&TopicMeta, i32, i32, &Replicas)> {

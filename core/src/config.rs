@@ -85,6 +85,9 @@ pub struct NodeConfig {
     /// A follower behind its leader this long leaves the ISR (Kafka's
     /// `replica.lag.time.max.ms`).
     pub replica_lag_time_max: Duration,
+    /// Bytes per second copied for the replicas a reassignment adds here,
+    /// unless set at run time (`Catalog::move_throttle`); 0: unbounded.
+    pub replication_throttle_bytes: u64,
     /// Consumer group settings (session timeout bounds, initial delay).
     pub groups: crate::groups::group::GroupConfig,
     /// The role tokens (`auth`); none set and no user: sign-in is off.
@@ -261,6 +264,7 @@ impl NodeConfig {
             shard_port_base: None,
             producer_expiry: Duration::from_secs(24 * 3600),
             replica_lag_time_max: Duration::from_secs(30),
+            replication_throttle_bytes: 100 << 20,
             spin_before_park: Duration::ZERO,
             groups: Default::default(),
             role_tokens: Default::default(),

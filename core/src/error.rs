@@ -68,6 +68,7 @@ pub enum ErrorCode {
     ProducerFenced = 90,
     UnacceptableCredential = 93,
     UnknownTopicId = 100,
+    BrokerIdNotRegistered = 102,
     OperationNotAttempted = 55,
     UnstableOffsetCommit = 88,
     InconsistentTopicId = 103,
@@ -80,6 +81,7 @@ pub enum ErrorCode {
     PreferredLeaderNotAvailable = 80,
     EligibleLeadersNotAvailable = 83,
     ElectionNotNeeded = 84,
+    NoReassignmentInProgress = 85,
     InvalidRegularExpression = 128,
 }
 

@@ -165,6 +165,18 @@ impl Partition {
         }
     }
 
+    /// The partition leaves this node (its topic deleted, or a
+    /// reassignment moved it away): nothing here leads it any more, and
+    /// acks=all producers waiting on it are answered at once
+    /// (NOT_LEADER_OR_FOLLOWER) rather than at their timeout.
+    pub fn give_up(&self) {
+        let epoch = self.role.borrow().epoch();
+        *self.role.borrow_mut() = Role::Leaderless { epoch };
+        for w in self.role_watchers.borrow_mut().drain(..) {
+            let _ = w.send(());
+        }
+    }
+
     /// A receiver woken when the role next changes.
     fn watch_role(&self) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();

@@ -66,6 +66,7 @@ const BACKOFF: Duration = Duration::from_millis(100);
 /// current list at every catalog installed.
 pub async fn run(shard: Rc<Shard>, tls: Option<TlsConnector>) {
     type Session = Rc<std::cell::RefCell<Vec<Followed>>>;
+    let throttle = Rc::new(std::cell::RefCell::new(Throttle::new()));
     let mut sessions: HashMap<(i32, String, u16), Session> = HashMap::new();
     while !shard.is_stopping() {
         let changed = shard.catalog_changed();
@@ -90,7 +91,13 @@ pub async fn run(shard: Rc<Shard>, tls: Option<TlsConnector>) {
                 None => {
                     let broker = list[0].broker.clone();
                     let parts = Rc::new(std::cell::RefCell::new(list));
-                    let s = session(shard.clone(), broker, parts.clone(), tls.clone());
+                    let s = session(
+                        shard.clone(),
+                        broker,
+                        parts.clone(),
+                        tls.clone(),
+                        throttle.clone(),
+                    );
                     glommio::spawn_local(s).detach();
                     sessions.insert(key, parts);
                 }
@@ -112,6 +119,7 @@ async fn session(
     leader: Broker,
     parts: Rc<std::cell::RefCell<Vec<Followed>>>,
     tls: Option<TlsConnector>,
+    throttle: Rc<std::cell::RefCell<Throttle>>,
 ) {
     // The epoch each partition was last reconciled in.
     let mut reconciled: HashMap<(String, i32), i32> = HashMap::new();
@@ -168,12 +176,74 @@ async fn session(
                 glommio::timer::sleep(BACKOFF).await;
                 continue;
             }
-            if let Err(e) = fetch_once(&mut conn, me, &ready, &mut reconciled).await {
-                log::warn!("replica fetcher: fetching from broker {}: {e}", leader.id);
-                break;
+            // Replicas a reassignment adds wait while the move throttle is
+            // spent (Kafka's follower.replication.throttled.rate leaves
+            // them out of the fetch likewise).
+            let rate = shard.move_throttle();
+            let budget = throttle.borrow_mut().budget(rate);
+            let ready: Vec<&Followed> = match budget {
+                Some(0) => ready.into_iter().filter(|f| !f.throttled).collect(),
+                _ => ready,
+            };
+            if ready.is_empty() {
+                let wait = throttle.borrow().wait(rate);
+                glommio::timer::sleep(wait).await;
+                continue;
+            }
+            let fetched = fetch_once(&mut conn, me, &ready, &mut reconciled, budget).await;
+            match fetched {
+                Ok(copied) => throttle.borrow_mut().spend(copied),
+                Err(e) => {
+                    log::warn!("replica fetcher: fetching from broker {}: {e}", leader.id);
+                    break;
+                }
             }
         }
         glommio::timer::sleep(BACKOFF).await;
+    }
+}
+
+/// One shard's move throttle (a token bucket over every session): the
+/// bytes copied for replicas a reassignment adds, at most `rate` per
+/// second, in bursts of at most a second's worth.
+pub(crate) struct Throttle {
+    credit: f64,
+    at: std::time::Instant,
+}
+
+impl Throttle {
+    fn new() -> Throttle {
+        Throttle {
+            credit: 0.0,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// The bytes throttled replicas may fetch now at `rate` (0: any,
+    /// `None`); `Some(0)` while the credit is spent.
+    fn budget(&mut self, rate: u64) -> Option<u64> {
+        if rate == 0 {
+            self.credit = 0.0;
+            return None;
+        }
+        let now = std::time::Instant::now();
+        let earned = now.duration_since(self.at).as_secs_f64() * rate as f64;
+        self.credit = (self.credit + earned).min(rate as f64);
+        self.at = now;
+        Some(self.credit.max(0.0) as u64)
+    }
+
+    /// Counts `bytes` copied for throttled replicas.
+    fn spend(&mut self, bytes: u64) {
+        self.credit -= bytes as f64;
+    }
+
+    /// How long until the credit is positive again at `rate`.
+    fn wait(&self, rate: u64) -> Duration {
+        if rate == 0 || self.credit > 0.0 {
+            return BACKOFF;
+        }
+        Duration::from_secs_f64((-self.credit + 1.0) / rate as f64).clamp(BACKOFF, MAX_WAIT)
     }
 }
 
@@ -297,13 +367,19 @@ async fn reconcile(
 /// One fetch of every ready partition; each answer appended and made
 /// durable before the next fetch. A partition answered with an epoch or
 /// leadership error waits for the next catalog; out of range, it is
-/// reconciled again.
+/// reconciled again. Throttled partitions (replicas a reassignment adds)
+/// share `budget` bytes if bounded; answers the bytes copied for them.
 async fn fetch_once(
     conn: &mut Conn,
     me: i32,
     ready: &[&Followed],
     reconciled: &mut HashMap<(String, i32), i32>,
-) -> Result<(), String> {
+    budget: Option<u64>,
+) -> Result<u64, String> {
+    let throttled = ready.iter().filter(|f| f.throttled).count().max(1) as u64;
+    let throttled_max = budget.map_or(PARTITION_MAX_BYTES, |b| {
+        (b / throttled).clamp(1, PARTITION_MAX_BYTES as u64) as i32
+    });
     let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
     let mut fetched = Vec::new();
     for f in ready {
@@ -323,12 +399,15 @@ async fn fetch_once(
                 .with_current_leader_epoch(f.epoch)
                 .with_fetch_offset(log.log_end())
                 .with_log_start_offset(log.log_start())
-                .with_partition_max_bytes(PARTITION_MAX_BYTES),
+                .with_partition_max_bytes(match f.throttled {
+                    true => throttled_max,
+                    false => PARTITION_MAX_BYTES,
+                }),
         );
     }
     if fetched.is_empty() {
         glommio::timer::sleep(BACKOFF).await;
-        return Ok(());
+        return Ok(0);
     }
     let req = FetchRequest::default()
         .with_replica_id(BrokerId(me))
@@ -358,6 +437,7 @@ async fn fetch_once(
     let mut appends = Vec::new();
     let mut out_of_range = Vec::new();
     let mut waits = false;
+    let mut copied = 0u64;
     for t in resp.responses {
         let topic = t.topic.0.to_string();
         for p in t.partitions {
@@ -367,6 +447,9 @@ async fn fetch_once(
             match p.error_code {
                 0 => {
                     let records = p.records.unwrap_or_default();
+                    if f.throttled {
+                        copied += records.len() as u64;
+                    }
                     let part = f.partition.clone();
                     let (hw, start, epoch) = (p.high_watermark, p.log_start_offset, f.epoch);
                     // In a task of its own, as truncation is.
@@ -426,7 +509,7 @@ async fn fetch_once(
         // Leadership or epochs moved: the catalog saying so is on its way.
         glommio::timer::sleep(BACKOFF).await;
     }
-    Ok(())
+    Ok(copied)
 }
 
 /// Partitions whose fetch offset the leader finds out of range (Kafka's

@@ -316,6 +316,7 @@ mod tests {
                 replication: vec![],
                 config: Default::default(),
                 schema: None,
+                throttled_replicas: Default::default(),
             },
         );
         c.users

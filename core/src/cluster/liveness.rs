@@ -84,7 +84,7 @@ pub(super) async fn run(inner: Arc<Inner>, me: ClusterNode, local: Arc<Catalog>)
         // this node's (a single node's topics, users and offsets).
         let seed = Command::Seed {
             node: me.id,
-            catalog: (*local).clone(),
+            catalog: Box::new((*local).clone()),
         };
         tokio::spawn(propose_until_done(
             inner.clone(),

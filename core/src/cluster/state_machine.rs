@@ -103,7 +103,7 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             if !cat.cluster_id.is_empty() {
                 return (Applied::Unchanged, None);
             }
-            let mut next = catalog;
+            let mut next = *catalog;
             for t in next.topics.values_mut() {
                 if t.nodes.len() != t.shards.len() {
                     t.nodes = vec![node; t.shards.len()];
@@ -135,6 +135,7 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             next.users = catalog.users;
             next.acls = catalog.acls;
             next.group_nodes = catalog.group_nodes;
+            next.node_configs = catalog.node_configs;
             next.version += 1;
             next.admin_version = next.version;
             (Applied::Version(next.version), Some(next))
@@ -191,6 +192,9 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             let mut next = cat.clone();
             match crate::replication::alter_isr(&mut next, &change) {
                 Ok(()) => {
+                    // A replica being added has caught up: its move may
+                    // be complete.
+                    crate::replication::reassign::finish_reassignments(&mut next);
                     next.version += 1;
                     (Applied::Version(next.version), Some(next))
                 }
@@ -227,6 +231,41 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             }
             next.version += 1;
             (Applied::Elections(results), Some(next))
+        }
+        Command::Reassign(moves) => {
+            use crate::replication::reassign::{reassign, Reassignment};
+            let mut next = cat.clone();
+            let results: Vec<_> = moves
+                .into_iter()
+                .map(|(topic, p, target)| {
+                    let done = reassign(&mut next, &topic, p, target);
+                    (topic, p, done)
+                })
+                .collect();
+            if !results.iter().any(|(_, _, r)| *r == Reassignment::Accepted) {
+                return (Applied::Reassignments(results), None);
+            }
+            next.version += 1;
+            (Applied::Reassignments(results), Some(next))
+        }
+        Command::Unregister { node } => {
+            if !cat.nodes.contains_key(&node) {
+                return (Applied::Unchanged, None);
+            }
+            let kept = crate::replication::reassign::kept_by(cat, node);
+            if kept > 0 {
+                return (
+                    Applied::Refused(format!(
+                        "node {node} still keeps a copy of {kept} partition(s): they move first"
+                    )),
+                    None,
+                );
+            }
+            let mut next = cat.clone();
+            next.nodes.remove(&node);
+            next.node_configs.remove(&node.to_string());
+            next.version += 1;
+            (Applied::Version(next.version), Some(next))
         }
         Command::ProducerIds { count } => {
             let mut next = cat.clone();

@@ -27,11 +27,11 @@ pub enum Command {
     /// it (a single node's topics, users and offsets carry over). Applied
     /// only to a catalog nothing has seeded yet; the node leads the
     /// topics it brings.
-    Seed { node: i32, catalog: Catalog },
+    Seed { node: i32, catalog: Box<Catalog> },
     /// Topics, users and ACLs as a node changed them, made on the
     /// catalog whose `admin_version` was `base`: applied only if no other
     /// change came between (else `Applied::Conflict`).
-    Change { base: u64, catalog: Catalog },
+    Change { base: u64, catalog: Box<Catalog> },
     /// A node says where it is (at every start).
     Register(ClusterNode),
     /// The controller fences a node silent past its session timeout, or
@@ -54,6 +54,12 @@ pub enum Command {
         partitions: Option<Vec<(String, i32)>>,
         unclean: bool,
     },
+    /// Kafka's AlterPartitionReassignments: each partition moves to its
+    /// target replicas (`None`: the move under way is cancelled).
+    Reassign(Vec<crate::replication::reassign::Move>),
+    /// Kafka's UnregisterBroker: the node leaves the cluster's nodes;
+    /// refused while it still keeps a copy of a partition.
+    Unregister { node: i32 },
 }
 
 /// One AlterPartition: the ISR a leader asks for.
@@ -85,4 +91,6 @@ pub enum Applied {
     /// What each election asked for did (with every partition asked for
     /// by name; of all partitions, only those it changed or could not).
     Elections(Vec<(String, i32, crate::replication::Election)>),
+    /// What each reassignment asked for did.
+    Reassignments(Vec<(String, i32, crate::replication::reassign::Reassignment)>),
 }

@@ -17,6 +17,7 @@ pub(crate) fn catalog() -> Catalog {
             replication: vec![],
             config: Default::default(),
             schema: None,
+            throttled_replicas: Default::default(),
         },
     );
     c
@@ -119,9 +120,11 @@ fn a_slot_led_again_while_it_loads_is_loaded_in_the_newer_epoch() {
                 isr: vec![1],
                 leader_epoch: epoch,
                 partition_epoch: epoch,
+                ..Default::default()
             }],
             config: Default::default(),
             schema: None,
+            throttled_replicas: Default::default(),
         };
         let t = topic(1, 1);
         let log = PartitionLog::open(&dir.join("slot-0"), t.config.log_config(), now_ms())

@@ -13,8 +13,9 @@ use crate::error::{ErrorCode, KafkaError};
 /// What this node is for one partition, as the catalog says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
-    /// Not replicated (one replica, or a single node): the log's durable
-    /// end is the high watermark.
+    /// Not replicated (a single node's partition, or a cluster topic
+    /// kept on one replica per partition that no reassignment moved): the
+    /// log's durable end is the high watermark.
     Alone,
     Leader(Leading),
     /// Fetching from `leader`, which leads in `epoch`.
@@ -75,9 +76,6 @@ impl Role {
         let Some(r) = t.replicas_of(p) else {
             return Role::Alone;
         };
-        if r.replicas.len() < 2 {
-            return Role::Alone;
-        }
         let leader = t
             .nodes
             .get(p as usize)

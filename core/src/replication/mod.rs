@@ -23,6 +23,7 @@ use crate::catalog::{Catalog, NO_LEADER};
 use crate::cluster::types::IsrChange;
 
 pub mod leader;
+pub mod reassign;
 
 /// Elects leaders after the cluster's live nodes changed (a node fenced,
 /// heard again, or registered): as Kafka's controller does on a broker's

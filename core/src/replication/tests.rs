@@ -35,9 +35,11 @@ fn cluster() -> Catalog {
                 isr: vec![1, 2, 3],
                 leader_epoch: 0,
                 partition_epoch: 0,
+                ..Default::default()
             }],
             config: Default::default(),
             schema: None,
+            throttled_replicas: Default::default(),
         },
     );
     c
@@ -212,4 +214,160 @@ fn a_stopping_node_hands_its_leaderships_over_and_stays_fenced() {
     again.incarnation = 2;
     let c = apply(&c, Command::Register(again)).1.expect("applied");
     assert!(c.nodes[&1].fenced && !c.nodes[&1].stopping);
+}
+
+fn isr_change(c: &Catalog, isr: Vec<i32>) -> IsrChange {
+    let t = &c.topics["t"];
+    let r = &t.replication[0];
+    IsrChange {
+        topic: "t".into(),
+        topic_id: t.id,
+        partition: 0,
+        leader: t.nodes[0],
+        leader_epoch: r.leader_epoch,
+        partition_epoch: r.partition_epoch,
+        isr,
+    }
+}
+
+/// A move to new replicas keeps the old ones until every new one is in
+/// sync, then drops them, and a leader among them hands over in a new
+/// epoch; never fewer in-sync copies than before.
+#[test]
+fn a_reassignment_removes_old_replicas_only_once_the_new_ones_are_in_sync() {
+    use reassign::{finish_reassignments, reassign, Reassignment};
+    let mut c = cluster();
+    c.nodes.insert(4, node(4));
+    c.nodes.insert(5, node(5));
+    assert_eq!(
+        reassign(&mut c, "t", 0, Some(vec![4, 5, 2])),
+        Reassignment::Accepted
+    );
+    let r = c.topics["t"].replication[0].clone();
+    assert_eq!(r.replicas, vec![4, 5, 2, 1, 3]);
+    assert_eq!(
+        (r.adding.clone(), r.removing.clone()),
+        (vec![4, 5], vec![1, 3])
+    );
+    assert_eq!(state(&c), (1, vec![1, 2, 3], 0, 1));
+    // 4 catches up: 5 has not yet, nothing is removed.
+    let change = isr_change(&c, vec![1, 2, 3, 4]);
+    alter_isr(&mut c, &change).unwrap();
+    finish_reassignments(&mut c);
+    assert_eq!(c.topics["t"].replication[0].replicas.len(), 5);
+    // 5 too: the move ends; leader 1 leaves, 4 (first in sync) leads.
+    let change = isr_change(&c, vec![1, 2, 3, 4, 5]);
+    alter_isr(&mut c, &change).unwrap();
+    finish_reassignments(&mut c);
+    let r = c.topics["t"].replication[0].clone();
+    assert!(!r.reassigning());
+    assert_eq!((r.replicas, r.isr), (vec![4, 5, 2], vec![4, 5, 2]));
+    assert_eq!((c.topics["t"].nodes[0], r.leader_epoch), (4, 1));
+    // Nothing to cancel now.
+    assert_eq!(reassign(&mut c, "t", 0, None), Reassignment::NoneInProgress);
+}
+
+#[test]
+fn a_cancelled_or_replaced_reassignment_goes_back_to_where_it_started() {
+    use reassign::{reassign, Reassignment};
+    let mut c = cluster();
+    c.nodes.insert(4, node(4));
+    c.nodes.insert(5, node(5));
+    reassign(&mut c, "t", 0, Some(vec![4, 2, 3]));
+    // Replaced: 4 leaves, 5 comes; the original replicas stay.
+    reassign(&mut c, "t", 0, Some(vec![5, 2, 3]));
+    let r = c.topics["t"].replication[0].clone();
+    assert_eq!(
+        (r.replicas, r.adding, r.removing),
+        (vec![5, 2, 3, 1], vec![5], vec![1])
+    );
+    assert_eq!(reassign(&mut c, "t", 0, None), Reassignment::Accepted);
+    let r = c.topics["t"].replication[0].clone();
+    assert_eq!(
+        (r.replicas.clone(), r.isr.clone()),
+        (vec![2, 3, 1], vec![1, 2, 3])
+    );
+    assert!(!r.reassigning());
+    // Bad targets are refused, saying why.
+    for bad in [vec![], vec![2, 2], vec![9]] {
+        assert!(matches!(
+            reassign(&mut c, "t", 0, Some(bad)),
+            Reassignment::Invalid(_)
+        ));
+    }
+    assert_eq!(
+        reassign(&mut c, "t", 7, Some(vec![1])),
+        Reassignment::Unknown
+    );
+}
+
+/// Dropping replicas (all of the target already in sync) ends at once;
+/// a topic kept on one replica per partition can move one of them.
+#[test]
+fn a_shrink_ends_at_once_and_a_single_replica_can_move() {
+    use reassign::{finish_reassignments, reassign};
+    let mut c = cluster();
+    reassign(&mut c, "t", 0, Some(vec![2, 3]));
+    let r = c.topics["t"].replication[0].clone();
+    assert_eq!((r.replicas, r.isr), (vec![2, 3], vec![2, 3]));
+    assert_eq!((c.topics["t"].nodes[0], r.leader_epoch), (2, 1));
+
+    let mut single = c.topics["t"].clone();
+    single.name = "one".into();
+    single.shards = vec![0, 0];
+    single.nodes = vec![1, 2];
+    single.replication.clear();
+    c.topics.insert("one".into(), single);
+    reassign(&mut c, "one", 1, Some(vec![3]));
+    let t = &c.topics["one"];
+    assert_eq!(t.replication.len(), 2);
+    assert_eq!(t.replication[0].replicas, vec![1]);
+    assert_eq!(t.replication[1].replicas, vec![3, 2]);
+    let r = &t.replication[1];
+    let change = IsrChange {
+        topic: "one".into(),
+        topic_id: t.id,
+        partition: 1,
+        leader: 2,
+        leader_epoch: r.leader_epoch,
+        partition_epoch: r.partition_epoch,
+        isr: vec![2, 3],
+    };
+    alter_isr(&mut c, &change).unwrap();
+    finish_reassignments(&mut c);
+    let t = &c.topics["one"];
+    assert_eq!(
+        (t.nodes[1], t.replication[1].replicas.clone()),
+        (3, vec![3])
+    );
+}
+
+/// A node leaving hands each of its copies to the live node keeping the
+/// fewest, in its place in the replica order; where no node is spare, a
+/// partition keeps its other replicas if they are enough for
+/// min.insync.replicas, and the drain is refused otherwise.
+#[test]
+fn a_drain_moves_every_copy_off_the_node_or_says_which_cannot_move() {
+    use reassign::{drain, kept_by, reassign};
+    let mut c = cluster();
+    c.nodes.insert(4, node(4));
+    let moves = drain(&c, 1).unwrap();
+    assert_eq!(moves, vec![("t".to_string(), 0, Some(vec![4, 2, 3]))]);
+    for (t, p, target) in moves {
+        reassign(&mut c, &t, p, target);
+    }
+    assert_eq!(kept_by(&c, 1), 1, "until node 4 is in sync, node 1 keeps its copy");
+    let change = isr_change(&c, vec![1, 2, 3, 4]);
+    alter_isr(&mut c, &change).unwrap();
+    reassign::finish_reassignments(&mut c);
+    assert_eq!(kept_by(&c, 1), 0);
+    assert_eq!(c.topics["t"].nodes[0], 4);
+
+    // Three nodes, three replicas: none spare; min.insync.replicas 2 lets
+    // the partition keep two, 3 does not.
+    let mut c = cluster();
+    assert_eq!(drain(&c, 3).unwrap(), vec![("t".to_string(), 0, Some(vec![1, 2]))]);
+    c.topics.get_mut("t").unwrap().config.min_insync_replicas = 3;
+    let e = drain(&c, 3).unwrap_err();
+    assert!(e.contains("t-0"), "{e}");
 }

@@ -182,6 +182,7 @@ impl Shard {
             id: new_topic_id(),
             config,
             schema: t.schema,
+            throttled_replicas: Default::default(),
         };
         match t.assignments.is_empty() {
             true => self.place_partitions(cat, &mut meta, partitions, replication_factor)?,
@@ -252,7 +253,9 @@ impl Shard {
             *kept.get_mut(&node.id).expect("counted") += 1;
             t.nodes.push(node.id);
             t.shards.push(placement(&t.name, p, node.shards));
-            if replication_factor > 1 {
+            // A topic one of whose partitions a reassignment moved keeps
+            // the replication of every partition, one replica or more.
+            if replication_factor > 1 || !t.replication.is_empty() {
                 let mut replicas = vec![node.id];
                 while replicas.len() < replication_factor {
                     let next = (1..=live.len())
@@ -268,6 +271,7 @@ impl Shard {
                     replicas,
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    ..Default::default()
                 });
             }
         }
@@ -345,6 +349,7 @@ impl Shard {
                     isr: nodes,
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    ..Default::default()
                 });
             }
         }
@@ -491,7 +496,26 @@ impl Shard {
                         KafkaError::new(ErrorCode::UnknownTopicOrPartition, format!("topic {name:?} does not exist"))
                     })?;
                     let mut config = t.config;
+                    let mut throttled = t.throttled_replicas.clone();
                     for ConfigChange { name: key, op, value } in ops {
+                        if crate::catalog::THROTTLE_CONFIGS.contains(&key.as_str()) {
+                            match (op, value) {
+                                (0, Some(v)) => {
+                                    crate::catalog::check_throttled_replicas(&key, &v)?;
+                                    throttled.insert(key, v);
+                                }
+                                (1, _) => {
+                                    throttled.remove(&key);
+                                }
+                                (op, _) => {
+                                    return Err(KafkaError::new(
+                                        ErrorCode::InvalidConfig,
+                                        format!("operation {op} on {key}: only SET (0) with a value and DELETE (1) apply to it"),
+                                    ))
+                                }
+                            }
+                            continue;
+                        }
                         match (op, value) {
                             (0, Some(v)) => config.set(&key, &v)?,
                             (0, None) => {
@@ -506,8 +530,69 @@ impl Shard {
                             }
                         }
                     }
-                    if !validate_only && config != t.config {
+                    if !validate_only && (config != t.config || throttled != t.throttled_replicas) {
                         t.config = config;
+                        t.throttled_replicas = throttled;
+                        changed = true;
+                    }
+                    Ok(())
+                })
+                .collect();
+            (results, changed)
+        })
+        .await
+    }
+
+    /// IncrementalAlterConfigs on BROKER resources: sets (op 0) or
+    /// deletes (op 1) node configs changeable at run time
+    /// (`catalog::NODE_CONFIGS`), by the resource's name (a node id, or
+    /// empty for the cluster-wide default), kept in the catalog.
+    pub async fn alter_node_configs(
+        self: &Rc<Self>,
+        items: Vec<(String, Vec<ConfigChange>)>,
+        validate_only: bool,
+    ) -> Vec<Result<(), KafkaError>> {
+        self.change_catalog(items.len(), move |_, cat| {
+            let mut changed = false;
+            let known: Vec<String> = cat.nodes.keys().map(|n| n.to_string()).collect();
+            let results: Vec<_> = items
+                .into_iter()
+                .map(|(node, ops)| {
+                    if !node.is_empty() && !known.contains(&node) && !cat.nodes.is_empty() {
+                        return Err(KafkaError::new(
+                            ErrorCode::InvalidRequest,
+                            format!("broker {node:?} is not a node of this cluster"),
+                        ));
+                    }
+                    let mut configs = cat.node_configs.get(&node).cloned().unwrap_or_default();
+                    for ConfigChange { name, op, value } in ops {
+                        match (op, value) {
+                            (0, Some(v)) => {
+                                crate::catalog::check_node_config(&name, &v)?;
+                                configs.insert(name, v.trim().to_string());
+                            }
+                            (1, _) => {
+                                // Deleting one never set is no change (the
+                                // reassignment tool deletes every throttle).
+                                if !crate::catalog::NODE_CONFIGS.contains(&name.as_str()) {
+                                    crate::catalog::check_node_config(&name, "0")?;
+                                }
+                                configs.remove(&name);
+                            }
+                            (op, _) => {
+                                return Err(KafkaError::new(
+                                    ErrorCode::InvalidConfig,
+                                    format!("operation {op} on {name}: only SET (0) with a value and DELETE (1) apply to it"),
+                                ))
+                            }
+                        }
+                    }
+                    let now = cat.node_configs.get(&node).cloned().unwrap_or_default();
+                    if !validate_only && configs != now {
+                        match configs.is_empty() {
+                            true => cat.node_configs.remove(&node),
+                            false => cat.node_configs.insert(node, configs),
+                        };
                         changed = true;
                     }
                     Ok(())
@@ -535,7 +620,7 @@ impl Shard {
     ) -> Result<(), KafkaError> {
         let cmd = crate::cluster::types::Command::Change {
             base: cat.admin_version,
-            catalog: cat,
+            catalog: Box::new(cat),
         };
         match control.propose(cmd).await? {
             crate::cluster::types::Applied::Conflict { .. } => Err(KafkaError::new(
@@ -629,6 +714,7 @@ impl Shard {
             .collect();
         for key in gone {
             if let Some(p) = self.partitions.borrow_mut().remove(&key) {
+                p.give_up();
                 p.cache.clear();
                 p.log.destroy();
             }

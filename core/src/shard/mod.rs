@@ -199,6 +199,20 @@ impl Shard {
         self.catalog.borrow().clone()
     }
 
+    /// Why a partition routed here is not open on this shard: moved away
+    /// (a reassignment, a leadership the catalog just gave elsewhere) or
+    /// not open yet, NOT_LEADER_OR_FOLLOWER, as Kafka answers for a
+    /// partition it knows but does not keep; else no such partition.
+    pub fn not_here(&self, topic: &str, p: i32) -> KafkaError {
+        match self.catalog().place(topic, p) {
+            Some(_) => KafkaError::new(
+                ErrorCode::NotLeaderOrFollower,
+                format!("partition {p} of topic {topic:?} is not kept here now (moved, or not open yet)"),
+            ),
+            None => KafkaError::unknown_partition(topic, p),
+        }
+    }
+
     /// The shard of this node owning a partition, or why none does (there
     /// is no such partition, or another node of the cluster leads it).
     pub fn owner_here(&self, cat: &Catalog, topic: &str, p: i32) -> Result<usize, KafkaError> {

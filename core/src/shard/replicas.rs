@@ -14,6 +14,7 @@ use crate::cluster::types::{Applied, Command, IsrChange};
 use crate::config::Broker;
 use crate::partition::Partition;
 use crate::replication::leader::Role;
+use crate::replication::reassign::Reassignment;
 use crate::replication::Election;
 use crate::topic_partition::TopicPartition;
 
@@ -22,6 +23,10 @@ use super::Shard;
 /// How long a leader waits after the quorum refused an ISR change before
 /// asking again (the ISR is checked every 100 ms).
 const ISR_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How long UnregisterBroker waits for the node's partitions to move off
+/// it before answering that the drain goes on.
+const UNREGISTER_DRAIN_WAIT: Duration = Duration::from_secs(60);
 
 /// A partition this shard follows: where its leader is and what to ask.
 #[derive(Clone)]
@@ -33,6 +38,9 @@ pub struct Followed {
     pub leader: i32,
     pub broker: Broker,
     pub epoch: i32,
+    /// A replica a reassignment is adding here: its copying counts
+    /// against the node's move throttle (`Shard::move_throttle`).
+    pub throttled: bool,
 }
 
 impl Shard {
@@ -149,6 +157,105 @@ impl Shard {
         }
     }
 
+    /// Kafka's AlterPartitionReassignments: asks the quorum to move each
+    /// partition to its target replicas (`None`: cancel the move under
+    /// way), then waits until this node installed the outcome. A single
+    /// node has no other node to move a partition to.
+    pub async fn reassign_partitions(
+        self: &Rc<Self>,
+        moves: Vec<crate::replication::reassign::Move>,
+    ) -> Result<Vec<(String, i32, Reassignment)>, crate::error::KafkaError> {
+        use crate::error::{ErrorCode, KafkaError};
+        let Some(control) = self.cluster.clone() else {
+            return Err(KafkaError::new(
+                ErrorCode::InvalidReplicaAssignment,
+                "a single node has no other node to move a partition to",
+            ));
+        };
+        match control.propose(Command::Reassign(moves)).await? {
+            Applied::Reassignments(results) => {
+                self.catch_up(&control, std::time::Duration::from_secs(10))
+                    .await;
+                Ok(results)
+            }
+            other => Err(KafkaError::new(
+                ErrorCode::UnknownServerError,
+                format!("the metadata quorum answered a reassignment with {other:?}"),
+            )),
+        }
+    }
+
+    /// Kafka's UnregisterBroker, with a drain first: every partition node
+    /// `node` keeps moves to other nodes (`reassign::drain`, refused if
+    /// that would leave one under `min.insync.replicas`); once it keeps
+    /// none (waited for at most `UNREGISTER_DRAIN_WAIT`, else answered
+    /// REQUEST_TIMED_OUT with the moves going on), it leaves the
+    /// cluster's nodes.
+    pub async fn unregister_node(
+        self: &Rc<Self>,
+        node: i32,
+    ) -> Result<(), crate::error::KafkaError> {
+        use crate::error::{ErrorCode, KafkaError};
+        use crate::replication::reassign::{drain, kept_by};
+        let Some(control) = self.cluster.clone() else {
+            return Err(KafkaError::new(
+                ErrorCode::InvalidRequest,
+                "a single node is no cluster to leave",
+            ));
+        };
+        self.catch_up(&control, Duration::from_secs(1)).await;
+        let cat = self.catalog();
+        if !cat.nodes.contains_key(&node) {
+            return Err(KafkaError::new(
+                ErrorCode::BrokerIdNotRegistered,
+                format!("node {node} is not a node of this cluster"),
+            ));
+        }
+        let moves: Vec<_> = drain(&cat, node)
+            .map_err(|why| KafkaError::new(ErrorCode::InvalidRequest, why))?
+            .into_iter()
+            // A move already under way to the same place goes on.
+            .filter(|(t, p, target)| {
+                let now = cat
+                    .topic(t)
+                    .and_then(|m| m.replicas_of(*p))
+                    .map(|r| r.target());
+                now.as_ref() != target.as_ref()
+            })
+            .collect();
+        if !moves.is_empty() {
+            log::info!(
+                "draining node {node}: moving {} partition(s) off it",
+                moves.len()
+            );
+            self.reassign_partitions(moves).await?;
+        }
+        let deadline = Instant::now() + UNREGISTER_DRAIN_WAIT;
+        loop {
+            let kept = kept_by(&self.catalog(), node);
+            if kept == 0 {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(KafkaError::new(
+                    ErrorCode::RequestTimedOut,
+                    format!("node {node} still keeps a copy of {kept} partition(s); their moves go on (ListPartitionReassignments): ask again once they are done"),
+                ));
+            }
+            let changed = self.catalog_changed();
+            let tick = glommio::timer::sleep(Duration::from_millis(500));
+            futures::future::select(changed, Box::pin(tick)).await;
+        }
+        match control.propose(Command::Unregister { node }).await? {
+            Applied::Refused(why) => Err(KafkaError::new(ErrorCode::InvalidRequest, why)),
+            _ => {
+                self.catch_up(&control, Duration::from_secs(10)).await;
+                log::info!("node {node} left the cluster");
+                Ok(())
+            }
+        }
+    }
+
     /// Whether this node is ready for clients in a rolling restart
     /// (`GET /ready`, a Kubernetes readiness probe): in a cluster, once
     /// this run of it is registered and not fenced, and it is in the ISR
@@ -209,6 +316,15 @@ impl Shard {
         rx
     }
 
+    /// The bytes per second this shard copies for replicas a
+    /// reassignment adds here (its share of the node's), 0: unbounded.
+    pub fn move_throttle(&self) -> u64 {
+        let node = self
+            .catalog()
+            .move_throttle(self.config.node_id, self.config.replication_throttle_bytes);
+        node.div_ceil(self.nr_shards.max(1) as u64)
+    }
+
     /// The partitions this shard follows, each with its leader's broker.
     pub fn followed(&self) -> Vec<Followed> {
         let cat = self.catalog();
@@ -222,12 +338,16 @@ impl Shard {
                 let t = cat.topic(&p.topic)?;
                 let (_, shard) = t.place(p.index)?;
                 let broker = cat.nodes.get(&leader)?.broker_of(shard);
+                let throttled = t
+                    .replicas_of(p.index)
+                    .is_some_and(|r| r.adding.contains(&self.config.node_id));
                 Some(Followed {
                     topic_id: t.id,
                     partition: p,
                     leader,
                     broker,
                     epoch,
+                    throttled,
                 })
             })
             .collect()

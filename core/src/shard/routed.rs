@@ -113,9 +113,7 @@ impl Shard {
                         async move {
                             let r = match s.partition(&w.tp.topic, w.tp.partition) {
                                 Some(p) => op(s.clone(), p, w.arg).await,
-                                None => {
-                                    Err(KafkaError::unknown_partition(&w.tp.topic, w.tp.partition))
-                                }
+                                None => Err(s.not_here(&w.tp.topic, w.tp.partition)),
                             };
                             (w.at, r)
                         }
@@ -248,9 +246,12 @@ impl Shard {
                     });
                 }
                 weir_storage::crash_point::panic_point("fetch", &fp.topic);
+                let not_here = part
+                    .is_none()
+                    .then(|| self.not_here(&fp.topic, fp.partition));
                 async move {
                     let Some(p) = part else {
-                        return Err(KafkaError::unknown_partition(&fp.topic, fp.partition));
+                        return Err(not_here.expect("made when there is no partition"));
                     };
                     let epoch = fp.current_leader_epoch;
                     match replica {

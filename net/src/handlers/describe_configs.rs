@@ -1,5 +1,5 @@
-//! DescribeConfigs (key 32): a topic's real config values; a broker's
-//! (none settable yet) as an empty list.
+//! DescribeConfigs (key 32): a topic's real config values; a broker's,
+//! the node configs changed at run time (`catalog::NODE_CONFIGS`).
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
@@ -17,8 +17,11 @@ pub const MAX: i16 = 4;
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
-/// Kafka's ConfigSource: set on the topic, or the default.
+/// Kafka's ConfigSource: set on the topic (or, on a broker resource, on
+/// the node at run time), the cluster-wide run-time default, or the default.
 const SOURCE_TOPIC: i8 = 1;
+const SOURCE_DYNAMIC_NODE: i8 = 2;
+const SOURCE_DYNAMIC_DEFAULT: i8 = 3;
 const SOURCE_DEFAULT: i8 = 5;
 /// Kafka's ConfigType.
 const TYPE_STRING: i8 = 2;
@@ -43,6 +46,12 @@ pub async fn handle(cx: &RequestContext, req: DescribeConfigsRequest) -> Describ
                 RESOURCE_TOPIC => (ResourceType::Topic, r.resource_name.as_str()),
                 _ => (ResourceType::Cluster, CLUSTER),
             };
+            // Null or empty keys mean every config, as Kafka.
+            let keys = r.configuration_keys.clone();
+            let wanted = move |n: &str| {
+                keys.as_ref()
+                    .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| &**k == n))
+            };
             if !caller.may(shard, Operation::DescribeConfigs, kind, name) {
                 let code = match kind {
                     ResourceType::Topic => ErrorCode::TopicAuthorizationFailed,
@@ -61,12 +70,7 @@ pub async fn handle(cx: &RequestContext, req: DescribeConfigsRequest) -> Describ
                     Some(t) => out.with_configs(
                         CONFIG_NAMES
                             .iter()
-                            // Null or empty keys mean every config, as Kafka.
-                            .filter(|n| {
-                                r.configuration_keys.as_ref().is_none_or(|keys| {
-                                    keys.is_empty() || keys.iter().any(|k| &**k == **n)
-                                })
-                            })
+                            .filter(|n| wanted(n))
                             .map(|n| {
                                 let value = t.config.get(n);
                                 DescribeConfigsResourceResult::default()
@@ -89,6 +93,15 @@ pub async fn handle(cx: &RequestContext, req: DescribeConfigsRequest) -> Describ
                                     })
                                     .with_value(value.map(|v| str(&v)))
                             })
+                            .chain(t.throttled_replicas.iter().filter(|(n, _)| wanted(n)).map(
+                                |(n, v)| {
+                                    DescribeConfigsResourceResult::default()
+                                        .with_name(str(n))
+                                        .with_config_source(SOURCE_TOPIC)
+                                        .with_config_type(TYPE_LIST)
+                                        .with_value(Some(str(v)))
+                                },
+                            ))
                             .collect(),
                     ),
                     None => out
@@ -98,7 +111,41 @@ pub async fn handle(cx: &RequestContext, req: DescribeConfigsRequest) -> Describ
                             &*r.resource_name
                         )))),
                 },
-                RESOURCE_BROKER => out,
+                RESOURCE_BROKER => {
+                    // The configs changed at run time: the node's own,
+                    // then the cluster-wide defaults it has not overridden.
+                    let own = catalog.node_configs.get(&*r.resource_name);
+                    let default = match r.resource_name.is_empty() {
+                        true => None,
+                        false => catalog.node_configs.get(""),
+                    };
+                    let own_source = match r.resource_name.is_empty() {
+                        true => SOURCE_DYNAMIC_DEFAULT,
+                        false => SOURCE_DYNAMIC_NODE,
+                    };
+                    let mut configs = Vec::new();
+                    for (n, v) in own.into_iter().flatten() {
+                        configs.push((n, v, own_source));
+                    }
+                    for (n, v) in default.into_iter().flatten() {
+                        if !own.is_some_and(|o| o.contains_key(n)) {
+                            configs.push((n, v, SOURCE_DYNAMIC_DEFAULT));
+                        }
+                    }
+                    out.with_configs(
+                        configs
+                            .into_iter()
+                            .filter(|(n, _, _)| wanted(n))
+                            .map(|(n, v, source)| {
+                                DescribeConfigsResourceResult::default()
+                                    .with_name(str(n))
+                                    .with_config_source(source)
+                                    .with_config_type(TYPE_LONG)
+                                    .with_value(Some(str(v)))
+                            })
+                            .collect(),
+                    )
+                }
                 other => out
                     .with_error_code(ErrorCode::InvalidRequest.code())
                     .with_error_message(Some(str(&format!(

@@ -1,13 +1,16 @@
 //! IncrementalAlterConfigs (key 44): set or reset a topic's configs
 //! (`retention.ms`, `retention.bytes`, `max.message.bytes`, `segment.bytes`,
-//! `segment.ms`); they take effect on the partitions at once.
+//! `segment.ms`, …); they take effect on the partitions at once. On a
+//! BROKER resource (a node id, or empty for every node): the node configs
+//! changeable at run time, the reassignment throttle's rates
+//! (`catalog::NODE_CONFIGS`).
 
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use weir_core::shard::ConfigChange;
 use weir_core::ErrorCode;
 
-use weir_core::auth::acl::{Operation, ResourceType};
+use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
 
 use super::{denied_topic, error_parts, only_allowed, str, RequestContext};
 
@@ -15,6 +18,7 @@ pub const MIN: i16 = 0;
 pub const MAX: i16 = 1;
 
 const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
 
 pub async fn handle(
     cx: &RequestContext,
@@ -23,24 +27,50 @@ pub async fn handle(
     let shard = &cx.shard;
     let caller = &cx.caller;
     let mut topics = Vec::new();
-    let mut order = Vec::new(); // (type, name, index into topics or None)
+    let mut nodes = Vec::new();
+    // (type, name, index into topics or nodes, or None)
+    let mut order = Vec::new();
     for r in req.resources {
-        if r.resource_type == RESOURCE_TOPIC {
-            order.push((r.resource_type, r.resource_name.clone(), Some(topics.len())));
-            let ops = r
-                .configs
-                .into_iter()
-                .map(|c| ConfigChange {
-                    name: c.name.to_string(),
-                    op: c.config_operation,
-                    value: c.value.map(|v| v.to_string()),
-                })
-                .collect();
-            topics.push((r.resource_name.to_string(), ops));
-        } else {
-            order.push((r.resource_type, r.resource_name, None));
+        let ops: Vec<ConfigChange> = r
+            .configs
+            .into_iter()
+            .map(|c| ConfigChange {
+                name: c.name.to_string(),
+                op: c.config_operation,
+                value: c.value.map(|v| v.to_string()),
+            })
+            .collect();
+        match r.resource_type {
+            RESOURCE_TOPIC => {
+                order.push((r.resource_type, r.resource_name.clone(), Some(topics.len())));
+                topics.push((r.resource_name.to_string(), ops));
+            }
+            RESOURCE_BROKER => {
+                order.push((r.resource_type, r.resource_name.clone(), Some(nodes.len())));
+                nodes.push((r.resource_name.to_string(), ops));
+            }
+            _ => order.push((r.resource_type, r.resource_name, None)),
         }
     }
+    let node_results = match nodes.is_empty() {
+        true => Vec::new(),
+        false => match caller.may(
+            shard,
+            Operation::AlterConfigs,
+            ResourceType::Cluster,
+            CLUSTER,
+        ) {
+            true => shard.alter_node_configs(nodes, req.validate_only).await,
+            false => {
+                let why = format!(
+                    "{} may not alter node configs (ALTER_CONFIGS on the cluster)",
+                    caller.principal
+                );
+                let e = weir_core::KafkaError::new(ErrorCode::ClusterAuthorizationFailed, why);
+                vec![Err(e); nodes.len()]
+            }
+        },
+    };
     type Change = (String, Vec<ConfigChange>);
     let results = only_allowed(
         topics,
@@ -55,6 +85,10 @@ pub async fn handle(
             let out = AlterConfigsResourceResponse::default()
                 .with_resource_type(kind)
                 .with_resource_name(name);
+            let results = match kind {
+                RESOURCE_BROKER => &node_results,
+                _ => &results,
+            };
             match i.map(|i| &results[i]) {
                 Some(Ok(())) => out,
                 Some(Err(e)) => {

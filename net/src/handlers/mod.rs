@@ -29,6 +29,7 @@ macro_rules! node_endpoints {
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod authorize;
 pub mod consumer_group_describe;
@@ -60,6 +61,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
@@ -70,6 +72,7 @@ pub mod produce;
 pub mod response_errors;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod unregister_broker;
 
 /// A handler's answer: the response to encode (none for an acks=0
 /// produce), and for a fetch the records it carries and the memory they

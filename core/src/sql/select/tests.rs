@@ -31,6 +31,7 @@ fn catalog() -> Catalog {
             replication: vec![],
             config: Default::default(),
             schema: Some(schema),
+            throttled_replicas: Default::default(),
         },
     );
     c

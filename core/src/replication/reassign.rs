@@ -1,0 +1,276 @@
+//! Moving a partition's replicas (Kafka's AlterPartitionReassignments,
+//! KIP-455), the controller's part, applied inside the quorum's state
+//! machine as the rest of `replication` is.
+//!
+//! A reassignment to target replicas `T` of a partition kept by `R` keeps
+//! `T` and `R` both while it runs (`replicas`: `T` first, then what only
+//! `R` has), with `adding = T − R` and `removing = R − T`. The new
+//! replicas open the partition and fetch from the leader as any follower
+//! does, and the leader adds each to the ISR once it has caught up. Only
+//! when every target replica is in sync does the move finish
+//! (`finish_reassignments`, after every ISR change): `replicas` becomes
+//! `T`, the ISR drops the removed ones, and a leader being removed hands
+//! over to the first in-sync target replica in a new leader epoch. So a
+//! move never leaves a partition with fewer in-sync copies than it had.
+
+use std::collections::BTreeSet;
+
+use crate::catalog::{Catalog, Replicas, NO_LEADER};
+
+/// One partition's move: its topic, index and target replicas (`None`:
+/// cancel the move under way).
+pub type Move = (String, i32, Option<Vec<i32>>);
+
+/// What a reassignment asked for one partition did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Reassignment {
+    /// Started (or finished at once: nothing to copy), or cancelled.
+    Accepted,
+    /// A cancellation of a partition no reassignment moves
+    /// (NO_REASSIGNMENT_IN_PROGRESS).
+    NoneInProgress,
+    /// Target replicas that cannot be (INVALID_REPLICA_ASSIGNMENT), and why.
+    Invalid(String),
+    /// No such partition (UNKNOWN_TOPIC_OR_PARTITION).
+    Unknown,
+}
+
+/// Starts moving `topic`'s partition `partition` to `target` (the
+/// preferred leader first), replacing a reassignment under way; `None`
+/// cancels the one under way, back to the replicas it started from.
+pub fn reassign(
+    cat: &mut Catalog,
+    topic: &str,
+    partition: i32,
+    target: Option<Vec<i32>>,
+) -> Reassignment {
+    let registered: BTreeSet<i32> = cat.nodes.keys().copied().collect();
+    let live: BTreeSet<i32> = cat.live_nodes().map(|n| n.id).collect();
+    let Some(t) = cat.topics.get_mut(topic) else {
+        return Reassignment::Unknown;
+    };
+    let Some(p) = usize::try_from(partition)
+        .ok()
+        .filter(|&p| p < t.shards.len())
+    else {
+        return Reassignment::Unknown;
+    };
+    if t.nodes.len() != t.shards.len() {
+        return Reassignment::Invalid(
+            "a single node's partitions have no other node to move to".into(),
+        );
+    }
+    if let Some(target) = &target {
+        if target.is_empty() {
+            return Reassignment::Invalid("a partition needs at least one replica".into());
+        }
+        let distinct: BTreeSet<i32> = target.iter().copied().collect();
+        if distinct.len() != target.len() {
+            return Reassignment::Invalid(format!("{target:?} names a node twice"));
+        }
+        if let Some(n) = target.iter().find(|n| !registered.contains(n)) {
+            return Reassignment::Invalid(format!("node {n} is not a node of this cluster"));
+        }
+    }
+    // A topic kept whole on one replica per partition gets its
+    // replication written out, one replica each, so one partition of it
+    // can move.
+    if t.replication.is_empty() {
+        if target.is_none() {
+            return Reassignment::NoneInProgress;
+        }
+        t.replication = t
+            .nodes
+            .iter()
+            .map(|&n| Replicas {
+                replicas: vec![n],
+                isr: vec![n],
+                ..Default::default()
+            })
+            .collect();
+    }
+    let leader = &mut t.nodes[p];
+    let r = &mut t.replication[p];
+    if target.is_none() && !r.reassigning() {
+        return Reassignment::NoneInProgress;
+    }
+    // First back to where a move under way started (Kafka's revert):
+    // the replicas being added leave, those being removed stay.
+    if r.reassigning() {
+        if r.isr.iter().all(|n| r.adding.contains(n)) {
+            return Reassignment::Invalid(format!(
+                "only replicas being added ({:?}) are in sync: the move cannot be undone",
+                r.isr
+            ));
+        }
+        r.replicas.retain(|n| !r.adding.contains(n));
+        r.isr.retain(|n| !r.adding.contains(n));
+        r.adding.clear();
+        r.removing.clear();
+        r.partition_epoch += 1;
+        if !r.replicas.contains(leader) {
+            lead_from(leader, r, &live, &r.replicas.clone());
+        }
+    }
+    let Some(target) = target else {
+        return Reassignment::Accepted;
+    };
+    let original = r.replicas.clone();
+    let mut replicas = target.clone();
+    replicas.extend(original.iter().filter(|n| !target.contains(n)));
+    if replicas != original {
+        r.adding = target
+            .iter()
+            .copied()
+            .filter(|n| !original.contains(n))
+            .collect();
+        r.removing = original
+            .iter()
+            .copied()
+            .filter(|n| !target.contains(n))
+            .collect();
+        r.replicas = replicas;
+        r.partition_epoch += 1;
+    }
+    finish(leader, r, &live);
+    Reassignment::Accepted
+}
+
+/// Finishes every reassignment whose target replicas are all in sync now
+/// (after an ISR change, an election or a new reassignment).
+pub fn finish_reassignments(cat: &mut Catalog) {
+    let live: BTreeSet<i32> = cat.live_nodes().map(|n| n.id).collect();
+    for t in cat.topics.values_mut() {
+        for (p, r) in t.replication.iter_mut().enumerate() {
+            if let Some(leader) = t.nodes.get_mut(p) {
+                finish(leader, r, &live);
+            }
+        }
+    }
+}
+
+/// Finishes one partition's reassignment if every target replica is in
+/// sync: the removed replicas leave, and a leader among them hands over.
+fn finish(leader: &mut i32, r: &mut Replicas, live: &BTreeSet<i32>) {
+    if !r.reassigning() {
+        return;
+    }
+    let target = r.target();
+    if !target.iter().all(|n| r.isr.contains(n)) {
+        return;
+    }
+    r.replicas = target.clone();
+    r.isr.retain(|n| target.contains(n));
+    r.adding.clear();
+    r.removing.clear();
+    r.partition_epoch += 1;
+    if !target.contains(leader) {
+        lead_from(leader, r, live, &target);
+    }
+}
+
+/// Gives the partition the first live in-sync replica of `order` as its
+/// leader, in a new leader epoch (`NO_LEADER` if none).
+fn lead_from(leader: &mut i32, r: &mut Replicas, live: &BTreeSet<i32>, order: &[i32]) {
+    let next = order
+        .iter()
+        .copied()
+        .find(|n| r.isr.contains(n) && live.contains(n))
+        .unwrap_or(NO_LEADER);
+    if next != *leader {
+        *leader = next;
+        r.leader_epoch += 1;
+    }
+}
+
+/// Every partition a reassignment moves: topic, partition, replicas,
+/// adding, removing (ListPartitionReassignments).
+pub fn ongoing(cat: &Catalog) -> Vec<(String, i32, &Replicas)> {
+    cat.replicated()
+        .filter(|(_, _, _, r)| r.reassigning())
+        .map(|(t, p, _, r)| (t.name.clone(), p, r))
+        .collect()
+}
+
+/// The moves that take every replica off node `node` before it leaves
+/// the cluster (UnregisterBroker): each partition it keeps goes to its
+/// other replicas plus the live node keeping the fewest replicas that
+/// has none of it; with no such node, the partition keeps only its other
+/// replicas if they are at least its `min.insync.replicas`. Refused,
+/// naming the partitions, where neither can be.
+pub fn drain(cat: &Catalog, node: i32) -> Result<Vec<Move>, String> {
+    let live: Vec<i32> = cat
+        .live_nodes()
+        .filter(|n| n.id != node && !n.stopping)
+        .map(|n| n.id)
+        .collect();
+    let mut kept: std::collections::BTreeMap<i32, usize> = live.iter().map(|&n| (n, 0)).collect();
+    let mut on_node = Vec::new();
+    for t in cat.topics.values() {
+        for p in 0..t.partitions() {
+            let replicas = match t.replicas_of(p) {
+                Some(r) => r.target(),
+                None => t
+                    .nodes
+                    .get(p as usize)
+                    .map(|&n| vec![n])
+                    .unwrap_or_default(),
+            };
+            for n in &replicas {
+                if let Some(c) = kept.get_mut(n) {
+                    *c += 1;
+                }
+            }
+            if replicas.contains(&node) {
+                on_node.push((t, p, replicas));
+            }
+        }
+    }
+    let mut moves = Vec::new();
+    let mut stuck = Vec::new();
+    for (t, p, replicas) in on_node {
+        let mut target: Vec<i32> = replicas.iter().copied().filter(|&n| n != node).collect();
+        let spare = live
+            .iter()
+            .copied()
+            .filter(|n| !replicas.contains(n))
+            .min_by_key(|n| (kept[n], *n));
+        match spare {
+            Some(n) => {
+                // In the leaving node's place, so a preferred leader
+                // leaving is replaced by the new one.
+                let at = replicas.iter().position(|&r| r == node).unwrap_or(0);
+                target.insert(at.min(target.len()), n);
+                *kept.get_mut(&n).expect("counted") += 1;
+            }
+            None => {
+                let min = (t.config.min_insync_replicas.max(1) as usize).min(replicas.len());
+                if target.len() < min {
+                    stuck.push(format!("{}-{p}", t.name));
+                    continue;
+                }
+            }
+        }
+        moves.push((t.name.clone(), p, Some(target)));
+    }
+    match stuck.is_empty() {
+        true => Ok(moves),
+        false => Err(format!(
+            "node {node} keeps the only copy, or one of fewer copies than min.insync.replicas with no other live node to move it to, of {} partition(s): {}",
+            stuck.len(),
+            stuck.join(", ")
+        )),
+    }
+}
+
+/// How many partitions node `node` still keeps a copy of.
+pub fn kept_by(cat: &Catalog, node: i32) -> usize {
+    cat.topics
+        .values()
+        .map(|t| {
+            (0..t.partitions())
+                .filter(|&p| t.hosted_by(p, node))
+                .count()
+        })
+        .sum()
+}
