@@ -41,6 +41,9 @@ pub struct PartitionSample {
     pub records_out: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
+    pub follower_reads: u64,
+    pub isr_shrinks: u64,
+    pub isr_expands: u64,
     /// Batches found failing their CRC-32C (never served).
     pub corrupt_batches: u64,
     /// A replicated partition's copy here (`None`: not replicated).
@@ -125,6 +128,9 @@ impl Shard {
                     records_out: c.records_out.get(),
                     cache_hits: c.cache_hits.get(),
                     cache_misses: c.cache_misses.get(),
+                    follower_reads: c.follower_reads.get(),
+                    isr_shrinks: c.isr_shrinks.get(),
+                    isr_expands: c.isr_expands.get(),
                     corrupt_batches: p.log.corrupt_batches(),
                     replica: replica_sample(&p),
                 }
@@ -392,6 +398,27 @@ impl Scrape {
             "Reads served from the log on disk.",
             None,
             each_count(|p| p.cache_misses),
+        )?;
+        counter(
+            enc,
+            "weir_partition_follower_reads",
+            "Consumer fetches this node served as a follower, to a client in its rack (KIP-392).",
+            None,
+            each_count(|p| p.follower_reads),
+        )?;
+        counter(
+            enc,
+            "weir_partition_isr_shrinks",
+            "In-sync replica sets shrunk while this node led the partition.",
+            None,
+            each_count(|p| p.isr_shrinks),
+        )?;
+        counter(
+            enc,
+            "weir_partition_isr_expands",
+            "In-sync replica sets grown while this node led the partition.",
+            None,
+            each_count(|p| p.isr_expands),
         )?;
         counter(
             enc,

@@ -43,6 +43,9 @@ pub struct PartitionRead {
     /// For a read_committed read: the aborted transactions with data in
     /// what was read, for the client to skip. `None` for read_uncommitted.
     pub aborted: Option<Vec<AbortedTxn>>,
+    /// KIP-392: the broker the consumer should fetch this partition from
+    /// instead (a replica in its rack); nothing is read then.
+    pub preferred_read_replica: Option<i32>,
 }
 
 /// A topic-partition. Lives on its owning shard.
@@ -70,6 +73,13 @@ pub struct PartitionCounters {
     pub records_out: Cell<u64>,
     pub cache_hits: Cell<u64>,
     pub cache_misses: Cell<u64>,
+    /// Consumer fetches this replica served as a follower (KIP-392).
+    pub follower_reads: Cell<u64>,
+    /// Changes of the ISR this node saw applied while leading: members
+    /// dropped (shrinks) and added (expands), as Kafka's
+    /// IsrShrinksPerSec and IsrExpandsPerSec count them.
+    pub isr_shrinks: Cell<u64>,
+    pub isr_expands: Cell<u64>,
 }
 
 fn bump(c: &Cell<u64>, n: u64) {
@@ -110,6 +120,12 @@ impl Partition {
                 (Role::Leader(cur), Role::Leader(n)) if cur.epoch == n.epoch => {
                     if cur.isr == n.isr && cur.partition_epoch == n.partition_epoch {
                         return Ok(());
+                    }
+                    if n.isr.iter().any(|m| !cur.isr.contains(m)) {
+                        bump(&self.counters.isr_expands, 1);
+                    }
+                    if cur.isr.iter().any(|m| !n.isr.contains(m)) {
+                        bump(&self.counters.isr_shrinks, 1);
                     }
                     cur.update(n);
                 }
@@ -220,6 +236,30 @@ impl Partition {
                 ErrorCode::NotLeaderOrFollower,
                 format!(
                     "{}-{}: this node does not lead it yet (or any more)",
+                    self.topic, self.index
+                ),
+            )),
+        }
+    }
+
+    /// Checks a consumer's fetch from this replica as a follower (KIP-392:
+    /// Fetch v11+ may read from any replica, up to the high watermark the
+    /// leader told it): answered if this node follows the partition in
+    /// the epoch the consumer knows (or leads it); the high watermark here
+    /// bounds what it reads.
+    pub fn check_follower_serving(&self, asked: i32) -> Result<i32, KafkaError> {
+        let role = self.role.borrow();
+        crate::leader_epoch::check(&self.topic, self.index, asked, role.epoch())?;
+        match &*role {
+            Role::Follower { epoch, .. } => {
+                bump(&self.counters.follower_reads, 1);
+                Ok(*epoch)
+            }
+            r if r.leads() => Ok(r.epoch()),
+            _ => Err(KafkaError::new(
+                ErrorCode::NotLeaderOrFollower,
+                format!(
+                    "{}-{}: this node neither leads nor follows it now",
                     self.topic, self.index
                 ),
             )),
@@ -461,6 +501,7 @@ impl Partition {
             log_start: start,
             last_stable_offset: lso,
             aborted: None,
+            preferred_read_replica: None,
         };
         if offset >= upto {
             return Ok(answer(Chunks::default()));
@@ -483,6 +524,7 @@ impl Partition {
             log_start: r.log_start,
             last_stable_offset: lso.min(r.high_watermark),
             aborted: None,
+            preferred_read_replica: None,
         })
     }
 
@@ -534,6 +576,7 @@ impl Partition {
             log_start: start,
             last_stable_offset: self.log.last_stable_offset(),
             aborted: None,
+            preferred_read_replica: None,
         };
         if offset >= durable {
             return Ok(answer(Chunks::default()));

@@ -356,7 +356,11 @@ fn a_drain_moves_every_copy_off_the_node_or_says_which_cannot_move() {
     for (t, p, target) in moves {
         reassign(&mut c, &t, p, target);
     }
-    assert_eq!(kept_by(&c, 1), 1, "until node 4 is in sync, node 1 keeps its copy");
+    assert_eq!(
+        kept_by(&c, 1),
+        1,
+        "until node 4 is in sync, node 1 keeps its copy"
+    );
     let change = isr_change(&c, vec![1, 2, 3, 4]);
     alter_isr(&mut c, &change).unwrap();
     reassign::finish_reassignments(&mut c);
@@ -366,7 +370,10 @@ fn a_drain_moves_every_copy_off_the_node_or_says_which_cannot_move() {
     // Three nodes, three replicas: none spare; min.insync.replicas 2 lets
     // the partition keep two, 3 does not.
     let mut c = cluster();
-    assert_eq!(drain(&c, 3).unwrap(), vec![("t".to_string(), 0, Some(vec![1, 2]))]);
+    assert_eq!(
+        drain(&c, 3).unwrap(),
+        vec![("t".to_string(), 0, Some(vec![1, 2]))]
+    );
     c.topics.get_mut("t").unwrap().config.min_insync_replicas = 3;
     let e = drain(&c, 3).unwrap_err();
     assert!(e.contains("t-0"), "{e}");

@@ -196,7 +196,7 @@ impl Shard {
     /// led by the live node leading the fewest partitions so far (ties
     /// broken from the hash), on one of that node's shards, with its other
     /// `replication_factor - 1` replicas on the live nodes keeping the
-    /// fewest replicas.
+    /// fewest replicas, in racks no replica is in yet where there are.
     fn place_partitions(
         &self,
         cat: &Catalog,
@@ -258,10 +258,23 @@ impl Shard {
             if replication_factor > 1 || !t.replication.is_empty() {
                 let mut replicas = vec![node.id];
                 while replicas.len() < replication_factor {
+                    // Racks spread first (a rack lost keeps a copy
+                    // elsewhere), then the node keeping the fewest.
+                    let racks: Vec<Option<&str>> = replicas
+                        .iter()
+                        .map(|r| {
+                            live.iter()
+                                .find(|n| n.id == *r)
+                                .and_then(|n| n.rack.as_deref())
+                        })
+                        .collect();
                     let next = (1..=live.len())
                         .map(turn)
                         .filter(|n| !replicas.contains(&n.id))
-                        .min_by_key(|n| kept[&n.id])
+                        .min_by_key(|n| {
+                            let shared = n.rack.is_some() && racks.contains(&n.rack.as_deref());
+                            (shared, kept[&n.id])
+                        })
                         .expect("enough live nodes");
                     *kept.get_mut(&next.id).expect("counted") += 1;
                     replicas.push(next.id);

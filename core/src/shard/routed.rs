@@ -12,6 +12,7 @@ use futures::channel::oneshot;
 use futures::future::{join_all, select, select_all, Either};
 
 use crate::by_partition::PartitionWork;
+use crate::catalog::Catalog;
 use crate::error::{ErrorCode, KafkaError};
 use crate::memory::Grant;
 use crate::partition::{Partition, PartitionRead};
@@ -73,6 +74,13 @@ pub struct FetchPartition {
     pub committed: bool,
     /// The leader epoch the fetcher knows (KIP-320; -1: unchecked).
     pub current_leader_epoch: i32,
+    /// A consumer's Fetch v11+ (KIP-392): its `client.rack` (empty if it
+    /// set none). Such a fetch may be served by a follower here, and the
+    /// leader may send it to a replica in its rack.
+    pub client_rack: Option<std::sync::Arc<str>>,
+    /// Set on the leader: the broker in the consumer's rack to fetch from
+    /// instead (answered with no records).
+    pub redirect: Option<i32>,
 }
 
 impl Shard {
@@ -162,8 +170,12 @@ impl Shard {
         let deadline = crate::clock::long_poll_deadline(Instant::now(), max_wait);
         let mut results: Vec<Option<Result<PartitionRead, KafkaError>>> = vec![None; parts.len()];
         let mut groups: BTreeMap<usize, Vec<(usize, FetchPartition)>> = BTreeMap::new();
-        for (i, p) in parts.into_iter().enumerate() {
-            match self.owner_here(&catalog, &p.topic, p.partition) {
+        for (i, mut p) in parts.into_iter().enumerate() {
+            let place = match replica {
+                None => self.read_place(&catalog, &mut p),
+                Some(_) => self.owner_here(&catalog, &p.topic, p.partition),
+            };
+            match place {
                 Ok(shard) => groups.entry(shard).or_default().push((i, p)),
                 Err(e) => results[i] = Some(Err(e)),
             }
@@ -207,6 +219,43 @@ impl Shard {
             })
             .collect();
         (results, held)
+    }
+
+    /// Where a consumer's fetch of a partition is read: its leader's
+    /// shard, or (KIP-392, Fetch v11+) this node's copy as a follower. A
+    /// leader asked by a consumer in a rack where a live in-sync replica
+    /// is, while the leader is not, names that replica (Kafka's
+    /// RackAwareReplicaSelector) for the consumer to fetch from instead.
+    fn read_place(&self, cat: &Catalog, p: &mut FetchPartition) -> Result<usize, KafkaError> {
+        let me = self.config.node_id;
+        let Some(rack) = p.client_rack.clone() else {
+            return self.owner_here(cat, &p.topic, p.partition);
+        };
+        let Some(t) = cat.topic(&p.topic) else {
+            return self.owner_here(cat, &p.topic, p.partition);
+        };
+        let (Some(r), Some((Some(leader), shard))) =
+            (t.replicas_of(p.partition), t.place(p.partition))
+        else {
+            return self.owner_here(cat, &p.topic, p.partition);
+        };
+        if leader != me && r.replicas.contains(&me) {
+            return Ok(self.local_shard(shard));
+        }
+        if leader == me && !rack.is_empty() {
+            let rack_of = |n: i32| cat.nodes.get(&n).and_then(|c| c.rack.as_deref());
+            if rack_of(me) != Some(&*rack) {
+                p.redirect = r
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|&n| n != me && r.isr.contains(&n))
+                    .filter(|&n| cat.nodes.get(&n).is_some_and(|c| !c.fenced))
+                    .find(|&n| rack_of(n) == Some(&*rack))
+                    .map(|n| self.node_broker(n, shard));
+            }
+        }
+        self.owner_here(cat, &p.topic, p.partition)
     }
 
     /// Reads this shard's part of a fetch; with less than `min_bytes`
@@ -256,8 +305,21 @@ impl Shard {
                     let epoch = fp.current_leader_epoch;
                     match replica {
                         Some(node) => p.read_for_follower(node, epoch, fp.offset, limit).await,
-                        None => {
+                        None if fp.redirect.is_some() => {
                             p.check_serving(epoch)?;
+                            Ok(PartitionRead {
+                                high_watermark: p.log.high_watermark(),
+                                log_start: p.log.log_start(),
+                                last_stable_offset: p.log.last_stable_offset(),
+                                preferred_read_replica: fp.redirect,
+                                ..Default::default()
+                            })
+                        }
+                        None => {
+                            match fp.client_rack {
+                                Some(_) => p.check_follower_serving(epoch)?,
+                                None => p.check_serving(epoch)?,
+                            };
                             p.read(fp.offset, limit, fp.committed).await
                         }
                     }
@@ -268,6 +330,8 @@ impl Shard {
             let mut errors = false;
             for ((i, _), mut r) in parts.iter().zip(reads) {
                 match &mut r {
+                    // Sent elsewhere: answered at once, as Kafka does.
+                    Ok(read) if read.preferred_read_replica.is_some() => errors = true,
                     Ok(read) => {
                         if total > 0 && total + read.records.len() > budget {
                             read.records = Default::default();

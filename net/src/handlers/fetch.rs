@@ -37,7 +37,11 @@ pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
     };
     let replica = (replica >= 0).then_some(replica);
     let committed = req.isolation_level == 1 && replica.is_none();
-    let (shape, parts) = plan(cx, req.topics, committed, replica);
+    // KIP-392: a consumer's Fetch v11+ may be read from a follower, and
+    // names its rack for the leader to choose one.
+    let rack: Option<std::sync::Arc<str>> =
+        (cx.version >= 11 && replica.is_none()).then(|| req.rack_id.as_str().into());
+    let (shape, parts) = plan(cx, req.topics, committed, replica, rack);
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
     let max_bytes = if req.max_bytes > 0 {
         req.max_bytes
@@ -102,6 +106,7 @@ fn plan(
     topics: Vec<FetchTopic>,
     committed: bool,
     replica: Option<i32>,
+    rack: Option<std::sync::Arc<str>>,
 ) -> (Shape, Vec<FetchPartition>) {
     let catalog = cx.shard.catalog();
     // A follower may read every topic it replicates: Kafka asks
@@ -148,6 +153,8 @@ fn plan(
                         max_bytes: p.partition_max_bytes,
                         committed,
                         current_leader_epoch: p.current_leader_epoch,
+                        client_rack: rack.clone(),
+                        redirect: None,
                     });
                 }
                 (_, why) => idx.push((p.partition, Err(why.unwrap_or(ErrorCode::UnknownTopicId)))),
@@ -206,7 +213,8 @@ fn partition_answer(
                 .with_high_watermark(r.high_watermark)
                 .with_last_stable_offset(r.last_stable_offset)
                 .with_log_start_offset(r.log_start)
-                .with_aborted_transactions(aborted);
+                .with_aborted_transactions(aborted)
+                .with_preferred_read_replica(BrokerId(r.preferred_read_replica.unwrap_or(-1)));
             (data, r.records)
         }
     }
