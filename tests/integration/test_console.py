@@ -71,6 +71,12 @@ def test_console_shows_a_table_runs_a_query_and_lag_falls(node):
         wait = WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,))
         wait.until(lambda d: "trades" in d.find_element(By.ID, "topics").text)
         wait.until(lambda d: lag_on_page(d, "console-g") == "60")
+        # Each partition with its leader, replicas and log end
+        # (weir.partitions): trades' one partition holds 100 records.
+        wait.until(lambda d: any(
+            [c.text for c in row.find_elements(By.TAG_NAME, "td")][:2] == ["trades", "0"]
+            and "100" in [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+            for row in d.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")))
         box = driver.find_element(By.ID, "sql")
         box.clear()
         box.send_keys("SELECT sym, px FROM trades WHERE id = 7")

@@ -3,12 +3,14 @@
 copy in both racks, and a consumer with `client.rack` set to "west" reads
 every partition from node 3 (KIP-392: the leader names the replica in the
 consumer's rack, which serves it as a follower up to the high watermark),
-which node 3's follower-read counters show."""
+which node 3's follower-read counters show. `weir.partitions` tells the
+same placement through every node."""
 import time
 
 from confluent_kafka import Consumer, Producer
 
 from cluster import Cluster
+from test_cluster import rows
 from test_leaders import metrics
 from test_replication import await_partitions, create_replicated
 
@@ -52,6 +54,20 @@ def test_replicas_spread_over_racks_and_a_consumer_reads_from_its_own(tmp_path):
         for i in range(600):
             producer.produce(TOPIC, value=f"r{i}".encode(), partition=i % PARTITIONS, on_delivery=on)
         assert producer.flush(60) == 0 and len(acked) == 600
+
+        # weir.partitions tells the same story through every node: the
+        # catalog's leaders, replicas and ISRs, and each leader's log.
+        for n in cluster.nodes:
+            table = rows(n, f"SELECT partition, leader, replicas, isr, log_start_offset, log_end_offset, "
+                            f"size_bytes FROM weir.partitions WHERE topic = '{TOPIC}' ORDER BY partition")
+            assert [r["partition"] for r in table] == list(range(PARTITIONS)), table
+            for r in table:
+                leader, replicas, isr = seen[r["partition"]]
+                assert r["leader"] == leader, (r, seen)
+                assert sorted(int(x) for x in r["replicas"].split(",")) == replicas, (r, seen)
+                assert sorted(int(x) for x in r["isr"].split(",")) == isr, (r, seen)
+                assert (r["log_start_offset"], r["log_end_offset"]) == (0, 100), r
+                assert r["size_bytes"] > 0, r
 
         consumer = Consumer({"bootstrap.servers": one.bootstrap, "group.id": "west-readers",
                              "client.rack": "west", "auto.offset.reset": "earliest",

@@ -54,6 +54,8 @@ pub enum PartitionOp {
     Append { batch: Vec<u8> },
     /// Its log end (the high watermark).
     LogEnd,
+    /// Its log start, log end (the high watermark) and size on disk.
+    Extent,
 }
 
 /// One partition's answer to a `PartitionOp`, of the op's kind.
@@ -67,6 +69,7 @@ pub enum PartitionAnswer {
     /// The base offset the batch was appended at.
     Appended(i64),
     LogEnd(i64),
+    Extent((i64, i64, u64)),
 }
 
 /// `PartitionAnswer::$variant`'s content, or a node error for an answer
@@ -94,6 +97,7 @@ impl PartitionAnswer {
     answer_as!(copies, Copies, Vec<(usize, i64, bool)>);
     answer_as!(appended, Appended, i64);
     answer_as!(log_end, LogEnd, i64);
+    answer_as!(extent, Extent, (i64, i64, u64));
 
     fn kind(&self) -> &'static str {
         match self {
@@ -104,6 +108,7 @@ impl PartitionAnswer {
             PartitionAnswer::Copies(_) => "Copies",
             PartitionAnswer::Appended(_) => "Appended",
             PartitionAnswer::LogEnd(_) => "LogEnd",
+            PartitionAnswer::Extent(_) => "Extent",
         }
     }
 }
@@ -213,6 +218,11 @@ impl PartitionOp {
                 PartitionAnswer::Appended(appended.base_offset)
             }
             PartitionOp::LogEnd => PartitionAnswer::LogEnd(p.log.high_watermark()),
+            PartitionOp::Extent => PartitionAnswer::Extent((
+                p.log.log_start(),
+                p.log.high_watermark(),
+                p.log.size_bytes(),
+            )),
         })
     }
 }

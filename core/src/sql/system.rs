@@ -6,7 +6,12 @@
 //!   assignor, or the consumer group's server-side one) and `members`;
 //! - `weir.group_offsets`: `group_id`, `topic`, `partition`,
 //!   `committed_offset`, `log_end_offset` (the high watermark) and `lag`
-//!   (their difference), one row per committed offset.
+//!   (their difference), one row per committed offset;
+//! - `weir.partitions`: `topic`, `partition`, `leader`, `leader_epoch`,
+//!   `replicas`, `isr`, `adding` and `removing` (a reassignment's; node
+//!   ids separated by commas) from the catalog, and from each leader
+//!   `log_start_offset`, `log_end_offset` (the high watermark) and
+//!   `size_bytes` (its copy on disk).
 //!
 //! Their rows are gathered from every shard's group coordinator (and, for
 //! the log ends, from the partitions' owners) when the statement runs, then
@@ -30,6 +35,7 @@ use crate::shard::Shard;
 pub enum SystemTable {
     Groups,
     GroupOffsets,
+    Partitions,
 }
 
 impl SystemTable {
@@ -44,6 +50,7 @@ impl SystemTable {
         match parts[..] {
             ["weir", "groups"] => Some(SystemTable::Groups),
             ["weir", "group_offsets"] => Some(SystemTable::GroupOffsets),
+            ["weir", "partitions"] => Some(SystemTable::Partitions),
             _ => None,
         }
     }
@@ -52,6 +59,7 @@ impl SystemTable {
         match self {
             SystemTable::Groups => "weir.groups",
             SystemTable::GroupOffsets => "weir.group_offsets",
+            SystemTable::Partitions => "weir.partitions",
         }
     }
 
@@ -73,6 +81,19 @@ impl SystemTable {
                 "log_end_offset",
                 "lag",
             ],
+            SystemTable::Partitions => &[
+                "topic",
+                "partition",
+                "leader",
+                "leader_epoch",
+                "replicas",
+                "isr",
+                "adding",
+                "removing",
+                "log_start_offset",
+                "log_end_offset",
+                "size_bytes",
+            ],
         };
         names.iter().map(|n| n.to_string()).collect()
     }
@@ -84,6 +105,10 @@ impl SystemTable {
             SystemTable::GroupOffsets => {
                 &["VARCHAR", "VARCHAR", "INT", "BIGINT", "BIGINT", "BIGINT"]
             }
+            SystemTable::Partitions => &[
+                "VARCHAR", "INT", "INT", "INT", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR",
+                "BIGINT", "BIGINT", "BIGINT",
+            ],
         };
         QueryResult {
             columns: ["column", "type", "nullable", "default", "primary_key"]
@@ -123,17 +148,20 @@ impl SystemTable {
                 name,
             )
         };
+        if self == SystemTable::Partitions {
+            return partition_rows(shard, |t| may_describe(ResourceType::Topic, t)).await;
+        }
         // Every node's, in a cluster: each coordinates its own groups.
         let mut rows = super::leaders::on_every_node(shard, self).await?;
         rows.retain(|r| may_describe(ResourceType::Group, text(&r[0])));
         match self {
-            SystemTable::Groups => {
-                rows.sort_by(|a, b| text(&a[0]).cmp(text(&b[0])));
-                Ok(rows)
-            }
             SystemTable::GroupOffsets => {
                 rows.retain(|r| may_describe(ResourceType::Topic, text(&r[1])));
                 with_log_ends(shard, rows).await
+            }
+            _ => {
+                rows.sort_by(|a, b| text(&a[0]).cmp(text(&b[0])));
+                Ok(rows)
             }
         }
     }
@@ -143,6 +171,7 @@ impl SystemTable {
         match self {
             SystemTable::Groups => 6,
             SystemTable::GroupOffsets => 4,
+            SystemTable::Partitions => 0,
         }
     }
 
@@ -152,6 +181,9 @@ impl SystemTable {
         match self {
             SystemTable::Groups => group_rows(shard).await,
             SystemTable::GroupOffsets => committed_rows(shard).await,
+            // The catalog's, with each leader's extent: gathered by the
+            // node asked (`partition_rows`), never per node.
+            SystemTable::Partitions => Ok(Vec::new()),
         }
     }
 }
@@ -275,4 +307,65 @@ async fn with_log_ends(
             ]
         })
         .collect())
+}
+
+/// `weir.partitions`: every partition of the topics `visible` allows, in
+/// topic and partition order, as the catalog places it, with its log's
+/// extent from its leader (null where the leader cannot answer now).
+async fn partition_rows(
+    shard: &Rc<Shard>,
+    visible: impl Fn(&str) -> bool,
+) -> Result<Vec<Vec<Value>>, SqlError> {
+    let catalog = shard.catalog();
+    let ids = |v: &[i32]| Value::from(v.iter().map(i32::to_string).collect::<Vec<_>>().join(","));
+    let mut rows = Vec::new();
+    for t in catalog.topics.values().filter(|t| visible(&t.name)) {
+        let work = (0..t.partitions())
+            .map(|p| (p, PartitionOp::Extent))
+            .collect();
+        let extents = each_on_leaders(shard, &t.name, work).await;
+        for (p, extent) in (0..t.partitions()).zip(extents) {
+            let extent = extent.and_then(|e| e.extent()).ok();
+            let (leader, replicas) = match (t.place(p), t.replicas_of(p)) {
+                (Some((Some(l), _)), Some(r)) => (Value::from(l), r.clone()),
+                (Some((Some(l), _)), None) => (
+                    Value::from(l),
+                    crate::catalog::Replicas {
+                        replicas: vec![l],
+                        isr: vec![l],
+                        ..Default::default()
+                    },
+                ),
+                _ => {
+                    let me = shard.config.node_id;
+                    (
+                        Value::from(me),
+                        crate::catalog::Replicas {
+                            replicas: vec![me],
+                            isr: vec![me],
+                            ..Default::default()
+                        },
+                    )
+                }
+            };
+            let leader = match leader.as_i64() {
+                Some(-1) => Value::Null,
+                _ => leader,
+            };
+            rows.push(vec![
+                Value::from(t.name.clone()),
+                Value::from(p),
+                leader,
+                Value::from(replicas.leader_epoch),
+                ids(&replicas.replicas),
+                ids(&replicas.isr),
+                ids(&replicas.adding),
+                ids(&replicas.removing),
+                extent.map_or(Value::Null, |e| Value::from(e.0)),
+                extent.map_or(Value::Null, |e| Value::from(e.1)),
+                extent.map_or(Value::Null, |e| Value::from(e.2)),
+            ]);
+        }
+    }
+    Ok(rows)
 }
