@@ -67,7 +67,8 @@ pub struct LeaderSample {
     pub min_in_sync: usize,
     /// Each follower's lag in records: the leader's log end less what it
     /// holds durably (the whole log end if it has not fetched this epoch).
-    pub follower_lag: Vec<(i32, i64)>,
+    /// Each follower's lag: records, and bytes of the log.
+    pub follower_lag: Vec<(i32, i64, u64)>,
 }
 
 /// Node-wide replication state, from this node's catalog and quorum.
@@ -170,7 +171,11 @@ fn replica_sample(p: &crate::partition::Partition) -> Option<ReplicaSample> {
                     .filter(|&&n| n != l.me)
                     .map(|n| {
                         let held = l.followers.get(n).and_then(|f| f.end).unwrap_or(0);
-                        (*n, (end - held).max(0))
+                        let bytes = match held < end {
+                            true => p.log.bytes_from(held),
+                            false => 0,
+                        };
+                        (*n, (end - held).max(0), bytes)
                     })
                     .collect(),
             })
@@ -473,10 +478,23 @@ impl Scrape {
             "Records a follower lacks durably, as its leader (this node) sees it.",
             None,
             led().flat_map(|(p, l)| {
-                l.follower_lag.iter().map(move |(n, lag)| {
+                l.follower_lag.iter().map(move |(n, lag, _)| {
                     let mut labels = partition_labels(p);
                     labels.push(("replica", n.to_string()));
                     (labels, *lag)
+                })
+            }),
+        )?;
+        gauge(
+            enc,
+            "weir_partition_replica_lag",
+            "Bytes of the log a follower lacks durably, as its leader (this node) sees it (to within an index interval).",
+            Some(Unit::Bytes),
+            led().flat_map(|(p, l)| {
+                l.follower_lag.iter().map(move |(n, _, bytes)| {
+                    let mut labels = partition_labels(p);
+                    labels.push(("replica", n.to_string()));
+                    (labels, *bytes as i64)
                 })
             }),
         )?;

@@ -117,6 +117,12 @@ def test_a_preferred_election_gives_a_returned_node_its_leaderships_back(tmp_pat
                    if k.startswith("weir_partition_replica_lag_records{") and f'topic="{TOPIC}"' in k
                    and f'replica="{victim}"' in k]
             assert len(lag) == PARTITIONS, lag
+            # In bytes too: some exactly where records are lacking.
+            for m in seen:
+                for k, records in m.items():
+                    if k.startswith("weir_partition_replica_lag_records{") and f'topic="{TOPIC}"' in k:
+                        in_bytes = m[k.replace("_lag_records{", "_lag_bytes{")]
+                        assert (in_bytes > 0) == (records > 0), (k, records, in_bytes)
         victim, preferred = restart_with_leaderships_moved(cluster, under_replicated)
         # Balancing is off: the returned node leads nothing yet.
         view = leaders_and_preferred(cluster, cluster.node(victim))

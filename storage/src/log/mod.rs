@@ -436,6 +436,25 @@ impl PartitionLog {
             .sum()
     }
 
+    /// Bytes of the log from `offset` on: what a replica holding the log
+    /// below `offset` lacks (to within an index interval: counted from
+    /// the last indexed batch at or before it).
+    pub fn bytes_from(&self, offset: i64) -> u64 {
+        let st = self.state.borrow();
+        let mut total = 0;
+        for (&base, seg) in st.segments.iter().rev() {
+            if base >= offset {
+                total += seg.size();
+                continue;
+            }
+            let relative = u32::try_from(offset - base).unwrap_or(u32::MAX);
+            let at = u64::from(seg.index().lookup(relative));
+            total += seg.size().saturating_sub(at);
+            break;
+        }
+        total
+    }
+
     /// Deletes whole sealed segments past `retention.ms` or beyond
     /// `retention.bytes`, moving the log start. Returns how many went.
     pub fn enforce_retention(&self, now_ms: i64) -> usize {
