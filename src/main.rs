@@ -130,6 +130,13 @@ struct ServeArgs {
         default_value_t = 30_000
     )]
     leader_balance_interval_ms: u64,
+    /// How often the controller moves replicas from the nodes keeping the
+    /// most to those keeping the fewest, a few partitions at a time (a
+    /// node added fills up by itself, as Redpanda's partition
+    /// autobalancing does); 0: never by itself (moves are then
+    /// kafka-reassign-partitions.sh's).
+    #[arg(env = "WEIR_REPLICA_BALANCE_INTERVAL_MS", long, default_value_t = 0)]
+    replica_balance_interval_ms: u64,
     /// A follower that has not caught up with its leader for this long
     /// leaves the partition's in-sync replicas (Kafka's
     /// replica.lag.time.max.ms).
@@ -515,6 +522,8 @@ fn cluster_config(args: &ServeArgs) -> Result<Option<weir_core::cluster::Cluster
         session_timeout: Duration::from_millis(args.node_session_timeout_ms.max(500)),
         leader_balance_interval: (args.leader_balance_interval_ms > 0)
             .then(|| Duration::from_millis(args.leader_balance_interval_ms)),
+        replica_balance_interval: (args.replica_balance_interval_ms > 0)
+            .then(|| Duration::from_millis(args.replica_balance_interval_ms)),
     }))
 }
 

@@ -106,6 +106,9 @@ pub(super) async fn run(inner: Arc<Inner>, me: ClusterNode, local: Arc<Catalog>)
     if let Some(every) = inner.config.leader_balance_interval {
         tokio::spawn(balancing(inner.clone(), every));
     }
+    if let Some(every) = inner.config.replica_balance_interval {
+        tokio::spawn(replica_balancing(inner.clone(), every));
+    }
     fencing(inner).await;
 }
 
@@ -231,6 +234,38 @@ async fn balancing(inner: Arc<Inner>, every: Duration) {
         };
         if let Err(e) = inner.propose(cmd).await {
             log::warn!("balancing leaders: {e}");
+        }
+    }
+}
+
+/// How many partitions one round of replica balancing moves at most.
+const BALANCING_MOVES: usize = 4;
+
+/// On the controller, every `every` with no reassignment under way:
+/// up to `BALANCING_MOVES` replicas move from the live nodes keeping the
+/// most to those keeping the fewest (`reassign::spread`), as moves that
+/// keep every copy until the new one is in sync.
+async fn replica_balancing(inner: Arc<Inner>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        if !inner.is_controller() {
+            continue;
+        }
+        let cat = inner.catalogs.borrow().clone();
+        let moves = crate::replication::reassign::spread(&cat, BALANCING_MOVES);
+        if moves.is_empty() {
+            continue;
+        }
+        log::info!(
+            "balancing replicas: moving {}",
+            moves
+                .iter()
+                .map(|(t, p, to)| format!("{t}-{p} to {to:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if let Err(e) = inner.propose(Command::Reassign(moves)).await {
+            log::warn!("balancing replicas: {e}");
         }
     }
 }

@@ -109,6 +109,9 @@ pub struct ClusterConfig {
     /// How often the controller moves leaderships back to preferred
     /// replicas (`None`: only when asked, by ElectLeaders).
     pub leader_balance_interval: Option<Duration>,
+    /// How often the controller moves replicas from the nodes keeping the
+    /// most to those keeping the fewest (`None`: only by reassignments).
+    pub replica_balance_interval: Option<Duration>,
 }
 
 /// The shards' handle on the control plane. Cheap to clone, usable from

@@ -274,3 +274,80 @@ pub fn kept_by(cat: &Catalog, node: i32) -> usize {
         })
         .sum()
 }
+
+/// The controller's replica balancing (Redpanda's automatic partition
+/// balancing, Cruise Control's replica distribution goal): at most `max`
+/// moves, each taking one replica from the live node keeping the most to
+/// the one keeping the fewest (a node just added, first of all), while
+/// they differ by more than one. A partition moves only while its leader
+/// lives (the new copy comes from it), never where the node taking it
+/// would share a rack another replica of it is in and the node giving it
+/// up does not. None while a reassignment is under way.
+pub fn spread(cat: &Catalog, max: usize) -> Vec<Move> {
+    if cat.replicated().any(|(_, _, _, r)| r.reassigning()) {
+        return Vec::new();
+    }
+    let live: BTreeSet<i32> = cat
+        .live_nodes()
+        .filter(|n| !n.stopping)
+        .map(|n| n.id)
+        .collect();
+    if live.len() < 2 {
+        return Vec::new();
+    }
+    let rack = |n: i32| cat.nodes.get(&n).and_then(|c| c.rack.clone());
+    let mut kept: std::collections::BTreeMap<i32, usize> = live.iter().map(|&n| (n, 0)).collect();
+    let mut partitions = Vec::new();
+    for t in cat.topics.values() {
+        for p in 0..t.partitions() {
+            let (leader, replicas) = match (t.place(p), t.replicas_of(p)) {
+                (Some((Some(l), _)), Some(r)) => (l, r.target()),
+                (Some((Some(l), _)), None) => (l, vec![l]),
+                _ => continue,
+            };
+            for n in &replicas {
+                if let Some(c) = kept.get_mut(n) {
+                    *c += 1;
+                }
+            }
+            if leader != NO_LEADER && live.contains(&leader) {
+                partitions.push((t.name.clone(), p, replicas));
+            }
+        }
+    }
+    let mut moves = Vec::new();
+    let mut moved = BTreeSet::new();
+    while moves.len() < max {
+        let (Some((&most, &high)), Some((&fewest, &low))) = (
+            kept.iter().max_by_key(|(n, c)| (**c, -**n)),
+            kept.iter().min_by_key(|(n, c)| (**c, **n)),
+        ) else {
+            break;
+        };
+        if high <= low + 1 {
+            break;
+        }
+        let candidate = partitions.iter().enumerate().find(|(i, (_, _, replicas))| {
+            !moved.contains(i)
+                && replicas.contains(&most)
+                && !replicas.contains(&fewest)
+                && (rack(fewest).is_none()
+                    || rack(fewest) == rack(most)
+                    || !replicas
+                        .iter()
+                        .any(|&n| n != most && rack(n) == rack(fewest)))
+        });
+        let Some((i, (topic, p, replicas))) = candidate else {
+            break;
+        };
+        let target: Vec<i32> = replicas
+            .iter()
+            .map(|&n| if n == most { fewest } else { n })
+            .collect();
+        moves.push((topic.clone(), *p, Some(target)));
+        moved.insert(i);
+        *kept.get_mut(&most).expect("counted") -= 1;
+        *kept.get_mut(&fewest).expect("counted") += 1;
+    }
+    moves
+}

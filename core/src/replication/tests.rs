@@ -378,3 +378,59 @@ fn a_drain_moves_every_copy_off_the_node_or_says_which_cannot_move() {
     let e = drain(&c, 3).unwrap_err();
     assert!(e.contains("t-0"), "{e}");
 }
+
+/// A node added keeping nothing takes replicas from the nodes keeping
+/// the most until no two live nodes differ by more than one.
+#[test]
+fn replica_balancing_fills_a_new_node_until_the_nodes_are_even() {
+    use reassign::{finish_reassignments, reassign, spread};
+    let mut c = cluster();
+    let mut t = c.topics["t"].clone();
+    t.name = "u".into();
+    t.shards = vec![0; 4];
+    t.nodes = vec![1, 2, 3, 1];
+    t.replication = vec![c.topics["t"].replication[0].clone(); 4];
+    c.topics.insert("u".into(), t);
+    c.nodes.insert(4, node(4));
+    // 15 replicas over nodes 1-3 (5 each), none on 4: 4 moves even them
+    // (4, 4, 4, 3) and nothing more is moved after.
+    let mut rounds = 0;
+    loop {
+        let moves = spread(&c, 2);
+        if moves.is_empty() {
+            break;
+        }
+        rounds += 1;
+        assert!(rounds < 10, "balancing does not settle");
+        for (topic, p, target) in moves {
+            reassign(&mut c, &topic, p, target);
+            // The new copy catches up.
+            let t = &c.topics[&topic];
+            let r = &t.replication[p as usize];
+            let change = IsrChange {
+                topic: topic.clone(),
+                topic_id: t.id,
+                partition: p,
+                leader: t.nodes[p as usize],
+                leader_epoch: r.leader_epoch,
+                partition_epoch: r.partition_epoch,
+                isr: r.replicas.clone(),
+            };
+            alter_isr(&mut c, &change).unwrap();
+            finish_reassignments(&mut c);
+        }
+    }
+    let mut kept = std::collections::BTreeMap::new();
+    for (_, _, _, r) in c.replicated() {
+        for n in &r.replicas {
+            *kept.entry(*n).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(
+        kept.values().copied().max().unwrap() - kept.values().copied().min().unwrap(),
+        1,
+        "{kept:?}"
+    );
+    assert_eq!(kept[&4], 3, "{kept:?}");
+    assert_eq!(rounds, 2);
+}
