@@ -391,7 +391,9 @@ impl TopicMeta {
 
     /// The replication factor (1 for a topic that is not replicated).
     pub fn replication_factor(&self) -> usize {
-        self.replication.first().map_or(1, |r| r.replicas.len())
+        // A move under way keeps old and new replicas both: its target
+        // is the partition's factor.
+        self.replication.first().map_or(1, |r| r.target().len())
     }
 
     /// Partition `p`'s leader epoch (0 for a partition not replicated).
@@ -461,6 +463,11 @@ pub struct Catalog {
     /// config's value (`NODE_CONFIGS`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Nodes removed by UnregisterBroker (until one registers again): a
+    /// node still running after its removal no longer names itself to
+    /// clients as it does before its first registration.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub unregistered: std::collections::BTreeSet<i32>,
     /// The `version` of the last change to topics, users or ACLs: a
     /// cluster applies a change only to the catalog it was made on.
     #[serde(default)]

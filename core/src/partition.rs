@@ -266,6 +266,17 @@ impl Partition {
         }
     }
 
+    /// Whether follower `node` holds `offset`, as this node leading the
+    /// partition knows from its fetches (a consumer sent there can read
+    /// it): at or past the log start, and below the end it fetched from.
+    pub fn follower_holds(&self, node: i32, offset: i64) -> bool {
+        let Role::Leader(l) = &*self.role.borrow() else {
+            return false;
+        };
+        let end = l.followers.get(&node).and_then(|f| f.end);
+        offset >= self.log.log_start() && end.is_some_and(|e| offset <= e)
+    }
+
     /// Refuses a write unless this node leads the partition (and, for
     /// acks=all, enough replicas are in sync: NOT_ENOUGH_REPLICAS, as
     /// Kafka checks before the append). Answers the leader epoch.

@@ -158,6 +158,7 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
                 _ => true,
             };
             let mut next = cat.clone();
+            next.unregistered.remove(&node.id);
             next.nodes.insert(node.id, node);
             crate::replication::elect_leaders(&mut next);
             next.version += 1;
@@ -229,6 +230,8 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             if !changed {
                 return (Applied::Elections(results), None);
             }
+            // An unclean election may leave a move's targets all in sync.
+            crate::replication::reassign::finish_reassignments(&mut next);
             next.version += 1;
             (Applied::Elections(results), Some(next))
         }
@@ -263,6 +266,7 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             }
             let mut next = cat.clone();
             next.nodes.remove(&node);
+            next.unregistered.insert(node);
             next.node_configs.remove(&node.to_string());
             next.version += 1;
             (Applied::Version(next.version), Some(next))
@@ -293,10 +297,16 @@ fn keep_replication(
                 *slot = *leader;
             }
         }
-        for (p, r) in now.replication.iter().enumerate() {
-            if let Some(slot) = t.replication.get_mut(p) {
-                *slot = r.clone();
+        // The quorum's replication whole (a reassignment may have written
+        // out a one-replica topic's since the change's view), then any
+        // partitions the change added beyond it.
+        if !now.replication.is_empty() {
+            let mut kept = now.replication.clone();
+            kept.truncate(t.shards.len());
+            if t.replication.len() > kept.len() {
+                kept.extend(t.replication[kept.len()..].iter().cloned());
             }
+            t.replication = kept;
         }
     }
     topics

@@ -99,7 +99,9 @@ impl Role {
             partition_epoch: r.partition_epoch,
             replicas: r.replicas.clone(),
             isr: r.isr.clone(),
-            min_isr: min.min(r.replicas.len()),
+            // Capped by the move's target while one is under way (its
+            // replicas being added are not yet copies to count on).
+            min_isr: min.min(r.target().len()),
             followers: BTreeMap::new(),
             altering: None,
             asked: false,

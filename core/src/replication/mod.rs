@@ -69,6 +69,7 @@ pub fn elect_leaders(cat: &mut Catalog) {
             }
         }
     }
+    reassign::finish_reassignments(cat);
 }
 
 /// Applies a leader's ISR change if it still leads in its epoch and made

@@ -94,43 +94,44 @@ pub fn reassign(
     if target.is_none() && !r.reassigning() {
         return Reassignment::NoneInProgress;
     }
-    // First back to where a move under way started (Kafka's revert):
-    // the replicas being added leave, those being removed stay.
-    if r.reassigning() {
-        if r.isr.iter().all(|n| r.adding.contains(n)) {
-            return Reassignment::Invalid(format!(
-                "only replicas being added ({:?}) are in sync: the move cannot be undone",
-                r.isr
-            ));
-        }
-        r.replicas.retain(|n| !r.adding.contains(n));
-        r.isr.retain(|n| !r.adding.contains(n));
-        r.adding.clear();
-        r.removing.clear();
+    // Made from where the move under way (if any) started: its replicas
+    // being added are no original ones. A cancel moves back there; a new
+    // target replaces the old, keeping the copies (and in-sync members)
+    // both share, as Kafka's controller changes a reassignment.
+    let original: Vec<i32> = r
+        .replicas
+        .iter()
+        .copied()
+        .filter(|n| !r.adding.contains(n))
+        .collect();
+    let target = target.unwrap_or_else(|| original.clone());
+    let mut replicas = target.clone();
+    replicas.extend(original.iter().filter(|n| !target.contains(n)));
+    if !r.isr.iter().any(|n| replicas.contains(n)) {
+        return Reassignment::Invalid(format!(
+            "none of {replicas:?} is in sync ({:?} are): the partition would have no in-sync replica",
+            r.isr
+        ));
+    }
+    let adding: Vec<i32> = target
+        .iter()
+        .copied()
+        .filter(|n| !original.contains(n))
+        .collect();
+    let removing: Vec<i32> = original
+        .iter()
+        .copied()
+        .filter(|n| !target.contains(n))
+        .collect();
+    if (&replicas, &adding, &removing) != (&r.replicas, &r.adding, &r.removing) {
+        r.isr.retain(|n| replicas.contains(n));
+        r.replicas = replicas;
+        r.adding = adding;
+        r.removing = removing;
         r.partition_epoch += 1;
         if !r.replicas.contains(leader) {
             lead_from(leader, r, &live, &r.replicas.clone());
         }
-    }
-    let Some(target) = target else {
-        return Reassignment::Accepted;
-    };
-    let original = r.replicas.clone();
-    let mut replicas = target.clone();
-    replicas.extend(original.iter().filter(|n| !target.contains(n)));
-    if replicas != original {
-        r.adding = target
-            .iter()
-            .copied()
-            .filter(|n| !original.contains(n))
-            .collect();
-        r.removing = original
-            .iter()
-            .copied()
-            .filter(|n| !target.contains(n))
-            .collect();
-        r.replicas = replicas;
-        r.partition_epoch += 1;
     }
     finish(leader, r, &live);
     Reassignment::Accepted

@@ -434,3 +434,23 @@ fn replica_balancing_fills_a_new_node_until_the_nodes_are_even() {
     assert_eq!(kept[&4], 3, "{kept:?}");
     assert_eq!(rounds, 2);
 }
+
+/// A move replaced by another keeps the copies both share, in sync ones
+/// staying in sync (Kafka's controller changes a reassignment so).
+#[test]
+fn a_replaced_move_keeps_the_copies_both_targets_share() {
+    use reassign::reassign;
+    let mut c = cluster();
+    for n in 4..=6 {
+        c.nodes.insert(n, node(n));
+    }
+    reassign(&mut c, "t", 0, Some(vec![4, 5, 3]));
+    let change = isr_change(&c, vec![1, 2, 3, 4]);
+    alter_isr(&mut c, &change).unwrap();
+    reassign::finish_reassignments(&mut c);
+    reassign(&mut c, "t", 0, Some(vec![4, 6, 3]));
+    let r = c.topics["t"].replication[0].clone();
+    assert_eq!(r.replicas, vec![4, 6, 3, 1, 2]);
+    assert_eq!((r.adding, r.removing), (vec![4, 6], vec![1, 2]));
+    assert_eq!(r.isr, vec![4, 3, 1, 2]);
+}

@@ -37,8 +37,10 @@ impl Shard {
             .flat_map(|n| n.brokers().into_iter().map(|b| (b, n.fenced)))
             .collect();
         // Until its registration is applied here, a node names itself: a
-        // client's Metadata is never without a broker to go to.
-        if !cat.nodes.contains_key(&self.config.node_id) {
+        // client's Metadata is never without a broker to go to (not once
+        // UnregisterBroker removed it).
+        let me = self.config.node_id;
+        if !cat.nodes.contains_key(&me) && !cat.unregistered.contains(&me) {
             let me = self.config.cluster_node().brokers();
             out.extend(me.into_iter().map(|b| (b, false)));
         }

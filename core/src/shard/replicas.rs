@@ -338,9 +338,12 @@ impl Shard {
                 let t = cat.topic(&p.topic)?;
                 let (_, shard) = t.place(p.index)?;
                 let broker = cat.nodes.get(&leader)?.broker_of(shard);
+                // In sync, it is throttled no more (Kafka's
+                // shouldFollowerThrottle: no ISR thrashing).
+                let me = self.config.node_id;
                 let throttled = t
                     .replicas_of(p.index)
-                    .is_some_and(|r| r.adding.contains(&self.config.node_id));
+                    .is_some_and(|r| r.adding.contains(&me) && !r.isr.contains(&me));
                 Some(Followed {
                     topic_id: t.id,
                     partition: p,

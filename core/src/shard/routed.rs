@@ -78,9 +78,10 @@ pub struct FetchPartition {
     /// set none). Such a fetch may be served by a follower here, and the
     /// leader may send it to a replica in its rack.
     pub client_rack: Option<std::sync::Arc<str>>,
-    /// Set on the leader: the broker in the consumer's rack to fetch from
-    /// instead (answered with no records).
-    pub redirect: Option<i32>,
+    /// Set on the leader: the node in the consumer's rack, and its
+    /// broker, to fetch from instead (answered with no records, if that
+    /// replica holds the offset asked).
+    pub redirect: Option<(i32, i32)>,
 }
 
 impl Shard {
@@ -252,7 +253,7 @@ impl Shard {
                     .filter(|&n| n != me && r.isr.contains(&n))
                     .filter(|&n| cat.nodes.get(&n).is_some_and(|c| !c.fenced))
                     .find(|&n| rack_of(n) == Some(&*rack))
-                    .map(|n| self.node_broker(n, shard));
+                    .map(|n| (n, self.node_broker(n, shard)));
             }
         }
         self.owner_here(cat, &p.topic, p.partition)
@@ -305,13 +306,18 @@ impl Shard {
                     let epoch = fp.current_leader_epoch;
                     match replica {
                         Some(node) => p.read_for_follower(node, epoch, fp.offset, limit).await,
-                        None if fp.redirect.is_some() => {
+                        // Only to a replica that has the offset asked (Kafka
+                        // checks the same), else read here.
+                        None if fp
+                            .redirect
+                            .is_some_and(|(node, _)| p.follower_holds(node, fp.offset)) =>
+                        {
                             p.check_serving(epoch)?;
                             Ok(PartitionRead {
                                 high_watermark: p.log.high_watermark(),
                                 log_start: p.log.log_start(),
                                 last_stable_offset: p.log.last_stable_offset(),
-                                preferred_read_replica: fp.redirect,
+                                preferred_read_replica: fp.redirect.map(|(_, broker)| broker),
                                 ..Default::default()
                             })
                         }

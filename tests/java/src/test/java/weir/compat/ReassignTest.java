@@ -317,9 +317,21 @@ class ReassignTest {
             String unregistered = ClusterTest.tool("org.apache.kafka.tools.ClusterTool",
                     "unregister", "--bootstrap-server", two.bootstrap(), "--id", "1");
             assertTrue(unregistered.contains("Broker 1 is no longer registered"), unregistered);
-            Set<Integer> brokers = admin.describeCluster().nodes().get().stream().map(Node::id)
-                    .collect(Collectors.toSet());
-            assertEquals(Set.of(2, 3, 4), brokers);
+            // Answered once node 2 has the outcome; every node tells it
+            // within moments (node 1, still running, no longer names
+            // itself).
+            for (WeirNode n : nodes) {
+                try (Admin via = Admin.create(n.props())) {
+                    Wait.until(() -> {
+                        try {
+                            return via.describeCluster().nodes().get().stream().map(Node::id)
+                                    .collect(Collectors.toSet()).equals(Set.of(2, 3, 4));
+                        } catch (Exception e) {
+                            return false;
+                        }
+                    }, Duration.ofSeconds(10), n.bootstrap() + " names brokers 2, 3 and 4");
+                }
+            }
             for (String t : List.of(topic, "__weir_groups")) {
                 for (TopicPartitionInfo p : describe(admin, t).partitions()) {
                     assertFalse(ids(p.replicas()).contains(1), t + "-" + p.partition() + ": " + p);
