@@ -71,6 +71,8 @@ def test_console_shows_a_table_runs_a_query_and_lag_falls(node):
         wait = WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,))
         wait.until(lambda d: "trades" in d.find_element(By.ID, "topics").text)
         wait.until(lambda d: lag_on_page(d, "console-g") == "60")
+        # The node itself, leading what it keeps.
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#nodes tbody tr")) == 1)
         # Each partition with its leader, replicas and log end
         # (weir.partitions): trades' one partition holds 100 records.
         wait.until(lambda d: any(

@@ -68,6 +68,15 @@ def test_replicas_spread_over_racks_and_a_consumer_reads_from_its_own(tmp_path):
                 assert sorted(int(x) for x in r["isr"].split(",")) == isr, (r, seen)
                 assert (r["log_start_offset"], r["log_end_offset"]) == (0, 100), r
                 assert r["size_bytes"] > 0, r
+            nodes = rows(n, "SELECT node_id, rack, fenced, controller, leaders, replicas FROM weir.nodes "
+                            "ORDER BY node_id")
+            assert [(r["node_id"], r["rack"], r["fenced"]) for r in nodes] == [
+                (1, "east", False), (2, "east", False), (3, "west", False)], nodes
+            assert sum(r["controller"] for r in nodes) == 1, nodes
+            led = {i: sum(1 for leader, _, _ in seen.values() if leader == i) for i in (1, 2, 3)}
+            assert {r["node_id"]: r["leaders"] for r in nodes} == led, (nodes, seen)
+            # Node 3 keeps a copy of every partition (and of nothing else).
+            assert {r["node_id"]: r["replicas"] for r in nodes}[3] == PARTITIONS, nodes
 
         consumer = Consumer({"bootstrap.servers": one.bootstrap, "group.id": "west-readers",
                              "client.rack": "west", "auto.offset.reset": "earliest",

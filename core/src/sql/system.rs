@@ -11,7 +11,10 @@
 //!   `replicas`, `isr`, `adding` and `removing` (a reassignment's; node
 //!   ids separated by commas) from the catalog, and from each leader
 //!   `log_start_offset`, `log_end_offset` (the high watermark) and
-//!   `size_bytes` (its copy on disk).
+//!   `size_bytes` (its copy on disk);
+//! - `weir.nodes`: `node_id`, `host`, `port`, `rack`, `fenced`,
+//!   `stopping`, `controller`, `leaders` and `replicas` (partitions it
+//!   leads and keeps), from the catalog (a single node: itself).
 //!
 //! Their rows are gathered from every shard's group coordinator (and, for
 //! the log ends, from the partitions' owners) when the statement runs, then
@@ -36,6 +39,7 @@ pub enum SystemTable {
     Groups,
     GroupOffsets,
     Partitions,
+    Nodes,
 }
 
 impl SystemTable {
@@ -51,6 +55,7 @@ impl SystemTable {
             ["weir", "groups"] => Some(SystemTable::Groups),
             ["weir", "group_offsets"] => Some(SystemTable::GroupOffsets),
             ["weir", "partitions"] => Some(SystemTable::Partitions),
+            ["weir", "nodes"] => Some(SystemTable::Nodes),
             _ => None,
         }
     }
@@ -60,6 +65,7 @@ impl SystemTable {
             SystemTable::Groups => "weir.groups",
             SystemTable::GroupOffsets => "weir.group_offsets",
             SystemTable::Partitions => "weir.partitions",
+            SystemTable::Nodes => "weir.nodes",
         }
     }
 
@@ -94,6 +100,17 @@ impl SystemTable {
                 "log_end_offset",
                 "size_bytes",
             ],
+            SystemTable::Nodes => &[
+                "node_id",
+                "host",
+                "port",
+                "rack",
+                "fenced",
+                "stopping",
+                "controller",
+                "leaders",
+                "replicas",
+            ],
         };
         names.iter().map(|n| n.to_string()).collect()
     }
@@ -108,6 +125,9 @@ impl SystemTable {
             SystemTable::Partitions => &[
                 "VARCHAR", "INT", "INT", "INT", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR",
                 "BIGINT", "BIGINT", "BIGINT",
+            ],
+            SystemTable::Nodes => &[
+                "INT", "VARCHAR", "INT", "VARCHAR", "BOOLEAN", "BOOLEAN", "BOOLEAN", "INT", "INT",
             ],
         };
         QueryResult {
@@ -151,6 +171,9 @@ impl SystemTable {
         if self == SystemTable::Partitions {
             return partition_rows(shard, |t| may_describe(ResourceType::Topic, t)).await;
         }
+        if self == SystemTable::Nodes {
+            return Ok(node_table(shard));
+        }
         // Every node's, in a cluster: each coordinates its own groups.
         let mut rows = super::leaders::on_every_node(shard, self).await?;
         rows.retain(|r| may_describe(ResourceType::Group, text(&r[0])));
@@ -171,7 +194,7 @@ impl SystemTable {
         match self {
             SystemTable::Groups => 6,
             SystemTable::GroupOffsets => 4,
-            SystemTable::Partitions => 0,
+            SystemTable::Partitions | SystemTable::Nodes => 0,
         }
     }
 
@@ -183,7 +206,7 @@ impl SystemTable {
             SystemTable::GroupOffsets => committed_rows(shard).await,
             // The catalog's, with each leader's extent: gathered by the
             // node asked (`partition_rows`), never per node.
-            SystemTable::Partitions => Ok(Vec::new()),
+            SystemTable::Partitions | SystemTable::Nodes => Ok(Vec::new()),
         }
     }
 }
@@ -368,4 +391,46 @@ async fn partition_rows(
         }
     }
     Ok(rows)
+}
+
+/// `weir.nodes`: the cluster's registered nodes in id order, each with
+/// the partitions it leads and keeps (a single node: itself, every
+/// partition).
+fn node_table(shard: &Rc<Shard>) -> Vec<Vec<Value>> {
+    let cat = shard.catalog();
+    let controller = shard.cluster.as_ref().and_then(|c| c.controller());
+    let count = |node: i32, leads: bool| -> usize {
+        cat.topics
+            .values()
+            .map(|t| {
+                (0..t.partitions())
+                    .filter(|&p| match leads {
+                        true => t.place(p).is_some_and(|(l, _)| l.is_none_or(|l| l == node)),
+                        false => t.hosted_by(p, node),
+                    })
+                    .count()
+            })
+            .sum()
+    };
+    let me = shard.config.cluster_node();
+    let nodes: Vec<crate::catalog::ClusterNode> = match cat.nodes.is_empty() {
+        true => vec![me],
+        false => cat.nodes.values().cloned().collect(),
+    };
+    nodes
+        .into_iter()
+        .map(|n| {
+            vec![
+                Value::from(n.id),
+                Value::from(n.kafka_host.clone()),
+                Value::from(n.kafka_port),
+                n.rack.clone().map_or(Value::Null, Value::from),
+                Value::Bool(n.fenced),
+                Value::Bool(n.stopping),
+                Value::Bool(controller.map_or(shard.cluster.is_none(), |c| c == n.id)),
+                Value::from(count(n.id, true)),
+                Value::from(count(n.id, false)),
+            ]
+        })
+        .collect()
 }
