@@ -19,7 +19,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::catalog::{Catalog, NO_LEADER};
+use crate::catalog::{Catalog, Replicas, NO_LEADER};
 use crate::cluster::types::IsrChange;
 
 pub mod leader;
@@ -53,16 +53,8 @@ pub fn elect_leaders(cat: &mut Catalog) {
             r.isr = isr;
             let serving = *leader != NO_LEADER && live.contains(leader) && r.isr.contains(leader);
             if !serving {
-                let next = r
-                    .replicas
-                    .iter()
-                    .copied()
-                    .find(|n| r.isr.contains(n) && live.contains(n))
-                    .unwrap_or(NO_LEADER);
-                if next != *leader {
-                    *leader = next;
-                    r.leader_epoch += 1;
-                }
+                let order = r.replicas.clone();
+                lead_from(leader, r, &live, &order);
             }
             if (r.isr.clone(), *leader) != before {
                 r.partition_epoch += 1;
@@ -70,6 +62,20 @@ pub fn elect_leaders(cat: &mut Catalog) {
         }
     }
     reassign::finish_reassignments(cat);
+}
+
+/// Gives the partition the first live in-sync replica of `order` as its
+/// leader, in a new leader epoch if that changes it (`NO_LEADER` if none).
+pub(crate) fn lead_from(leader: &mut i32, r: &mut Replicas, live: &BTreeSet<i32>, order: &[i32]) {
+    let next = order
+        .iter()
+        .copied()
+        .find(|n| r.isr.contains(n) && live.contains(n))
+        .unwrap_or(NO_LEADER);
+    if next != *leader {
+        *leader = next;
+        r.leader_epoch += 1;
+    }
 }
 
 /// Applies a leader's ISR change if it still leads in its epoch and made

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeSet;
 
+use super::lead_from;
 use crate::catalog::{Catalog, Replicas, NO_LEADER};
 
 /// One partition's move: its topic, index and target replicas (`None`:
@@ -167,20 +168,6 @@ fn finish(leader: &mut i32, r: &mut Replicas, live: &BTreeSet<i32>) {
     r.partition_epoch += 1;
     if !target.contains(leader) {
         lead_from(leader, r, live, &target);
-    }
-}
-
-/// Gives the partition the first live in-sync replica of `order` as its
-/// leader, in a new leader epoch (`NO_LEADER` if none).
-fn lead_from(leader: &mut i32, r: &mut Replicas, live: &BTreeSet<i32>, order: &[i32]) {
-    let next = order
-        .iter()
-        .copied()
-        .find(|n| r.isr.contains(n) && live.contains(n))
-        .unwrap_or(NO_LEADER);
-    if next != *leader {
-        *leader = next;
-        r.leader_epoch += 1;
     }
 }
 
