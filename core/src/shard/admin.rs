@@ -506,41 +506,33 @@ impl Shard {
                 .into_iter()
                 .map(|(name, ops)| {
                     let t = cat.topics.get_mut(&name).ok_or_else(|| {
-                        KafkaError::new(ErrorCode::UnknownTopicOrPartition, format!("topic {name:?} does not exist"))
+                        KafkaError::new(
+                            ErrorCode::UnknownTopicOrPartition,
+                            format!("topic {name:?} does not exist"),
+                        )
                     })?;
                     let mut config = t.config;
                     let mut throttled = t.throttled_replicas.clone();
-                    for ConfigChange { name: key, op, value } in ops {
-                        if crate::catalog::THROTTLE_CONFIGS.contains(&key.as_str()) {
-                            match (op, value) {
-                                (0, Some(v)) => {
-                                    crate::catalog::check_throttled_replicas(&key, &v)?;
-                                    throttled.insert(key, v);
-                                }
-                                (1, _) => {
-                                    throttled.remove(&key);
-                                }
-                                (op, _) => {
-                                    return Err(KafkaError::new(
-                                        ErrorCode::InvalidConfig,
-                                        format!("operation {op} on {key}: only SET (0) with a value and DELETE (1) apply to it"),
-                                    ))
-                                }
+                    for ConfigChange {
+                        name: key,
+                        op,
+                        value,
+                    } in ops
+                    {
+                        let value = set_or_delete(&key, op, value)?;
+                        match (
+                            crate::catalog::THROTTLE_CONFIGS.contains(&key.as_str()),
+                            value,
+                        ) {
+                            (true, Some(v)) => {
+                                crate::catalog::check_throttled_replicas(&key, &v)?;
+                                throttled.insert(key, v);
                             }
-                            continue;
-                        }
-                        match (op, value) {
-                            (0, Some(v)) => config.set(&key, &v)?,
-                            (0, None) => {
-                                return Err(KafkaError::new(ErrorCode::InvalidConfig, format!("SET of {key} has no value")))
+                            (true, None) => {
+                                throttled.remove(&key);
                             }
-                            (1, _) => config.reset(&key)?,
-                            (op, _) => {
-                                return Err(KafkaError::new(
-                                    ErrorCode::InvalidConfig,
-                                    format!("operation {op} on {key}: only SET (0) and DELETE (1) apply to these configs"),
-                                ))
-                            }
+                            (false, Some(v)) => config.set(&key, &v)?,
+                            (false, None) => config.reset(&key)?,
                         }
                     }
                     if !validate_only && (config != t.config || throttled != t.throttled_replicas) {
@@ -579,24 +571,16 @@ impl Shard {
                     }
                     let mut configs = cat.node_configs.get(&node).cloned().unwrap_or_default();
                     for ConfigChange { name, op, value } in ops {
-                        match (op, value) {
-                            (0, Some(v)) => {
+                        match set_or_delete(&name, op, value)? {
+                            Some(v) => {
                                 crate::catalog::check_node_config(&name, &v)?;
                                 configs.insert(name, v.trim().to_string());
                             }
-                            (1, _) => {
-                                // Deleting one never set is no change (the
-                                // reassignment tool deletes every throttle).
-                                if !crate::catalog::NODE_CONFIGS.contains(&name.as_str()) {
-                                    crate::catalog::check_node_config(&name, "0")?;
-                                }
+                            // Deleting one never set is no change (the
+                            // reassignment tool deletes every throttle).
+                            None => {
+                                crate::catalog::check_node_config(&name, "0")?;
                                 configs.remove(&name);
-                            }
-                            (op, _) => {
-                                return Err(KafkaError::new(
-                                    ErrorCode::InvalidConfig,
-                                    format!("operation {op} on {name}: only SET (0) with a value and DELETE (1) apply to it"),
-                                ))
                             }
                         }
                     }
@@ -784,5 +768,23 @@ impl Shard {
         }
         self.take_roles(cat);
         failed.map_or(Ok(()), |e| Err(e.into()))
+    }
+}
+
+/// One IncrementalAlterConfigs operation on config `key`: SET (0) with its
+/// value (`Some`), or DELETE (1, `None`); any other, or a SET without a
+/// value, is refused saying so.
+fn set_or_delete(key: &str, op: i8, value: Option<String>) -> Result<Option<String>, KafkaError> {
+    match (op, value) {
+        (0, Some(v)) => Ok(Some(v)),
+        (0, None) => Err(KafkaError::new(
+            ErrorCode::InvalidConfig,
+            format!("SET of {key} has no value"),
+        )),
+        (1, _) => Ok(None),
+        (op, _) => Err(KafkaError::new(
+            ErrorCode::InvalidConfig,
+            format!("operation {op} on {key}: only SET (0) and DELETE (1) apply to configs here"),
+        )),
     }
 }

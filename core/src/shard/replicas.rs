@@ -142,14 +142,8 @@ impl Shard {
             partitions,
             unclean,
         };
-        match control.propose(cmd).await? {
-            Applied::Elections(results) => {
-                // Answered once Metadata here names the new leaders (or
-                // after a bound: the election is made either way).
-                self.catch_up(&control, std::time::Duration::from_secs(10))
-                    .await;
-                Ok(results)
-            }
+        match self.propose_and_install(&control, cmd).await? {
+            Applied::Elections(results) => Ok(results),
             other => Err(KafkaError::new(
                 ErrorCode::UnknownServerError,
                 format!("the metadata quorum answered an election with {other:?}"),
@@ -172,12 +166,11 @@ impl Shard {
                 "a single node has no other node to move a partition to",
             ));
         };
-        match control.propose(Command::Reassign(moves)).await? {
-            Applied::Reassignments(results) => {
-                self.catch_up(&control, std::time::Duration::from_secs(10))
-                    .await;
-                Ok(results)
-            }
+        match self
+            .propose_and_install(&control, Command::Reassign(moves))
+            .await?
+        {
+            Applied::Reassignments(results) => Ok(results),
             other => Err(KafkaError::new(
                 ErrorCode::UnknownServerError,
                 format!("the metadata quorum answered a reassignment with {other:?}"),
@@ -246,10 +239,12 @@ impl Shard {
             let tick = glommio::timer::sleep(Duration::from_millis(500));
             futures::future::select(changed, Box::pin(tick)).await;
         }
-        match control.propose(Command::Unregister { node }).await? {
+        match self
+            .propose_and_install(&control, Command::Unregister { node })
+            .await?
+        {
             Applied::Refused(why) => Err(KafkaError::new(ErrorCode::InvalidRequest, why)),
             _ => {
-                self.catch_up(&control, Duration::from_secs(10)).await;
                 log::info!("node {node} left the cluster");
                 Ok(())
             }
@@ -291,6 +286,19 @@ impl Shard {
                 "{n} partitions kept here are not in sync with their leaders yet"
             )),
         }
+    }
+
+    /// Proposes `cmd` to the metadata quorum and answers what applying it
+    /// did once this shard has installed the outcome (or after 10 s: it is
+    /// applied either way), so a client asking next sees it here.
+    async fn propose_and_install(
+        &self,
+        control: &crate::cluster::Control,
+        cmd: Command,
+    ) -> Result<Applied, crate::error::KafkaError> {
+        let applied = control.propose(cmd).await?;
+        self.catch_up(control, Duration::from_secs(10)).await;
+        Ok(applied)
     }
 
     /// Waits, at most `within`, until this shard has installed the
