@@ -203,6 +203,15 @@ impl PartitionLog {
     }
 
     /// Seals every durable segment that is no longer the active one.
+    /// Seals what `seal_inactive` finds; a failure is logged and the
+    /// segment is sealed at the next try (after the next flush, or at a
+    /// clean stop): it is durable already, and stays readable unsealed.
+    pub(super) async fn seal_or_warn(&self) {
+        if let Err(e) = self.seal_inactive().await {
+            log::warn!("sealing a segment in {}: {e}", self.dir.display());
+        }
+    }
+
     pub(super) async fn seal_inactive(&self) -> Result<(), StorageError> {
         loop {
             // Sealing truncates the file: no zeroing ahead may be writing,

@@ -44,6 +44,7 @@ impl PartitionLog {
         let result = match self.flush_timed().await {
             Ok(_) => {
                 self.wait_idle().await;
+                self.seal_or_warn().await;
                 match &self.state.borrow().failed {
                     Some(why) => Err(StorageError::Io(why.clone())),
                     None => Ok(self.durable_end()),
@@ -148,7 +149,6 @@ impl PartitionLog {
             write: t1.elapsed().saturating_sub(zeros_wait),
         };
         self.flight_landed(id);
-        self.seal_inactive().await?;
         Ok((self.durable_end(), Some(times)))
     }
 

@@ -172,6 +172,7 @@ pub(crate) fn sendmsg_syscall(
 }
 
 mod dma_buffer;
+#[allow(dead_code)] // WEIR PATCH: no longer called (see `notify`)
 mod membarrier;
 pub(crate) mod source;
 pub(crate) mod sysfs;
@@ -306,6 +307,11 @@ impl SleepNotifier {
     }
 
     pub(crate) fn notify(&self, force: bool) {
+        // WEIR PATCH: the fence that pairs with the sleeping reactor's
+        // (`link_rings_and_sleep`'s caller): whatever the caller queued
+        // before this call is seen by the reactor's sweep, or this load
+        // sees `should_notify` set and writes the eventfd.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self
             .should_notify
             .compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed)
@@ -348,7 +354,9 @@ impl SleepNotifier {
         // This will allow this `eventfd` to be notified. This should not happen
         // for the placeholder (disconnected) case.
         assert_ne!(self.id, usize::MAX);
-        self.should_notify.store(true, Ordering::Relaxed);
+        // WEIR PATCH: SeqCst, then a full fence before the reactor sweeps
+        // its channels (see `notify`).
+        self.should_notify.store(true, Ordering::SeqCst);
     }
 
     pub(super) fn wake_up(&self) {

@@ -37,7 +37,7 @@ use crate::{
         self,
         blocking::{BlockingThreadOp, BlockingThreadPool},
         dma_buffer::{BufferStorage, DmaBuffer},
-        membarrier, DirectIo, EnqueuedSource, EnqueuedStatus, InnerSource, IoBuffer,
+        DirectIo, EnqueuedSource, EnqueuedStatus, InnerSource, IoBuffer,
         PollableStatus, Source, SourceType, Statx, TimeSpec64,
     },
     uring_sys::{self, IoRingOp},
@@ -1860,10 +1860,18 @@ impl Reactor {
             // last time until now it could be that something happened in a remote executor
             // that opened up room. If it did we bail on sleep and go process it.
             self.notifier.prepare_to_sleep();
-            // See https://www.scylladb.com/2018/02/15/memory-barriers-seastar-linux/ for
-            // details. This translates to `sys_membarrier()` /
-            // `MEMBARRIER_CMD_PRIVATE_EXPEDITED`
-            membarrier::heavy();
+            // WEIR PATCH: a full fence here pairs with the one every
+            // remote waker issues before it reads `should_notify`
+            // (`SleepNotifier::notify`): of the two threads, at least one
+            // sees the other's write, so either the waker writes the
+            // eventfd or the sweep below finds its message. Upstream
+            // issued `membarrier::heavy()` (MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+            // instead: an IPI to every CPU running one of the process's
+            // threads each time a reactor sleeps, ~9% of a node's CPU
+            // under a producer on a 2-core VM (each IPI a VM exit), to save
+            // wakers a fence they took anyway (their compare-exchange is a
+            // locked instruction on x86).
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             let events = process_remote_channels() + self.flush_syscall_thread();
             if events == 0 {
                 if self.eventfd_src.is_installed().unwrap() {
