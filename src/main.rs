@@ -153,6 +153,13 @@ struct ServeArgs {
         default_value_t = 100 << 20
     )]
     replication_throttle_bytes: u64,
+    /// Make a shard's flushes durable with one journal write for all its
+    /// partitions (group commit across partitions) instead of each
+    /// partition's own O_DSYNC write. Off by default: on this project's
+    /// 2-core VM it measured slower (every byte is written twice; see
+    /// docs/durability.md).
+    #[arg(env = "WEIR_JOURNAL", long)]
+    journal: bool,
     /// Create a topic the first time a client asks for it in Metadata.
     #[arg(env = "WEIR_AUTO_CREATE_TOPICS", long)]
     auto_create_topics: bool,
@@ -452,6 +459,7 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.compaction_map_bytes = args.compaction_map_bytes.max(1 << 20);
     cfg.replica_lag_time_max = Duration::from_millis(args.replica_lag_time_max_ms.max(100));
     cfg.replication_throttle_bytes = args.replication_throttle_bytes;
+    cfg.journal = args.journal;
     cfg.groups.min_session_timeout = Duration::from_millis(args.group_min_session_timeout_ms);
     cfg.groups.max_session_timeout = Duration::from_millis(args.group_max_session_timeout_ms);
     cfg.groups.initial_rebalance_delay =

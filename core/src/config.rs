@@ -88,6 +88,10 @@ pub struct NodeConfig {
     /// Bytes per second copied for the replicas a reassignment adds here,
     /// unless set at run time (`Catalog::move_throttle`); 0: unbounded.
     pub replication_throttle_bytes: u64,
+    /// Each shard makes its partitions' flushes durable with one journal
+    /// write for all of them (`weir_storage::journal`); off (the
+    /// default), each flush is its own O_DSYNC write.
+    pub journal: bool,
     /// Consumer group settings (session timeout bounds, initial delay).
     pub groups: crate::groups::group::GroupConfig,
     /// The role tokens (`auth`); none set and no user: sign-in is off.
@@ -265,6 +269,7 @@ impl NodeConfig {
             producer_expiry: Duration::from_secs(24 * 3600),
             replica_lag_time_max: Duration::from_secs(30),
             replication_throttle_bytes: 100 << 20,
+            journal: false,
             spin_before_park: Duration::ZERO,
             groups: Default::default(),
             role_tokens: Default::default(),

@@ -28,6 +28,7 @@ pub mod crash_point;
 pub mod dma_copy;
 pub mod durable;
 pub mod index;
+pub mod journal;
 pub mod log;
 pub mod producer_state;
 pub mod records;

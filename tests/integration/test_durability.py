@@ -52,13 +52,15 @@ def test_clean_restart_keeps_everything(make_node, tmp_path):
     assert configs["retention.ms"].value == "86400000"
 
 
+@pytest.mark.parametrize("journal", [False, True], ids=["own-syncs", "journal"])
 @pytest.mark.parametrize("how", ["kill", "term"])
-def test_a_stop_under_acks_all_load_loses_nothing_acknowledged(make_node, tmp_path, how):
+def test_a_stop_under_acks_all_load_loses_nothing_acknowledged(make_node, tmp_path, how, journal):
     """kill -9, or SIGTERM (a clean stop: it must exit 0, within its 30 s
     bound, having answered or failed every produce in flight), while an
-    acks=all producer keeps sending."""
+    acks=all producer keeps sending. With `--journal` the acknowledged
+    records of the segments not yet synced come back from the journal."""
     data = tmp_path / "crash"
-    n = make_node(data_dir=data)
+    n = make_node(data_dir=data, extra=["--journal"] if journal else ())
     create_topic(n.bootstrap, "crash", partitions=4)
     acked = {}
     lock = threading.Lock()
@@ -100,6 +102,8 @@ def test_a_stop_under_acks_all_load_loses_nothing_acknowledged(make_node, tmp_pa
     with lock:
         acked_now = dict(acked)
     n.start()
+    if journal and how == "kill":
+        assert any("journal replayed" in line for line in n.log), "".join(n.log[-20:])
     got = consume_all(n.bootstrap, "crash", 4, timeout=60)
     stored = {(m.partition(), m.offset()): m.value() for m in got}
     missing = [k for k in acked_now if stored.get(k) != acked_now[k]]

@@ -46,6 +46,8 @@ struct Launch {
     hearts: Arc<Hearts>,
     /// The cluster's control plane; `None` on a single node.
     cluster: Option<crate::cluster::Control>,
+    /// Where the shards' journals start counting (above what replay saw).
+    journal_seq: u64,
 }
 
 /// Starts `config.shards` executors, pinned one per core, each opening the
@@ -67,6 +69,20 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
         )
     })?;
     let lock = lock_data_dir(&config.data_dir)?;
+    // Before any log opens: what the journal made durable goes back into
+    // the segments (also when the journal is off now: it may have been on).
+    let replayed = weir_storage::journal::replay(&config.data_dir)?;
+    if replayed.records > 0 {
+        log::info!(
+            "journal replayed: {} records ({} bytes) from {} files written back into their \
+             segments, {} no longer needed",
+            replayed.records,
+            replayed.bytes,
+            replayed.files,
+            replayed.skipped
+        );
+    }
+    let first_seq = replayed.next_seq;
     let catalog = Arc::new(Catalog::load_or_create(&config.data_dir, config.shards)?);
     let control = match &config.cluster {
         Some(c) => Some(crate::cluster::start(
@@ -93,6 +109,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
         ready,
         hearts: hearts.clone(),
         cluster: control.clone(),
+        journal_seq: first_seq,
     };
     let mut handles = Vec::new();
     for id in 0..launch.config.shards {

@@ -91,6 +91,17 @@ async fn open(id: usize, launch: &Launch) -> Result<(Rc<Shard>, Vec<Task<()>>), 
     weir_storage::segment::prepare_direct_io(&config.data_dir)
         .await
         .map_err(|e| e.to_string())?;
+    // Before any log opens here: every log this shard opens flushes
+    // through it.
+    let journal = match config.journal {
+        true => Some(
+            weir_storage::journal::Journal::open(&config.data_dir, id, launch.journal_seq)
+                .await
+                .map_err(|e| format!("shard {id}: opening its journal: {e}"))?,
+        ),
+        false => None,
+    };
+    weir_storage::journal::install(journal);
     let groups = Coordinator::open(&config.data_dir, id, config.shards, config.groups)
         .await
         .map_err(|e| format!("shard {id}: opening the group log: {e}"))?;

@@ -80,7 +80,9 @@ impl PartitionLog {
     /// Whether a piece of zeros is wanted ahead of the log's end (checked
     /// after each flush before a task is started for it).
     pub(super) fn wants_zeros(&self) -> bool {
-        self.next_zero_piece().is_some()
+        // With a journal only its own file's writes are synced: zeros
+        // ahead in a segment spare no sync.
+        self.journal.is_none() && self.next_zero_piece().is_some()
     }
 
     /// The next piece of zeros to write: the active segment's file, base

@@ -203,6 +203,20 @@ impl PartitionLog {
     }
 
     /// Seals every durable segment that is no longer the active one.
+    /// Seals finished segments in a task of its own (one at a time), so
+    /// no flusher, and no ack, waits for it.
+    pub(super) fn seal_soon(self: &std::rc::Rc<Self>) {
+        if self.sealing.replace(true) {
+            return;
+        }
+        let log = self.clone();
+        glommio::spawn_local(async move {
+            log.seal_or_warn().await;
+            log.sealing.set(false);
+        })
+        .detach();
+    }
+
     /// Seals what `seal_inactive` finds; a failure is logged and the
     /// segment is sealed at the next try (after the next flush, or at a
     /// clean stop): it is durable already, and stays readable unsealed.
@@ -236,6 +250,13 @@ impl PartitionLog {
             // are finished.
             let job = self.state.borrow().segments[&base].seal_job();
             job.await?;
+            // Synced whole: the journal's records of it are not replayed
+            // (compaction may rewrite it once sealed).
+            if let Some(journal) = &self.journal {
+                journal
+                    .forget(&crate::segment::log_path(&self.dir, base))
+                    .await?;
+            }
             if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
                 seg.mark_sealed();
             }

@@ -17,6 +17,9 @@ struct FlushJob {
     file: std::rc::Rc<glommio::io::DmaFile>,
     buf: glommio::io::DmaBuffer,
     pos: u64,
+    /// Where the bytes no earlier flush wrote begin (`pos` rounds it down
+    /// to a block): what the journal records.
+    new_from: u64,
     end: u64,
     allocate_to: Option<u64>,
 }
@@ -76,6 +79,7 @@ impl PartitionLog {
                 .filter(|s| s.unwritten())
                 .map(|s| {
                     must_wait |= in_flight && s.shares_block();
+                    let new_from = s.prepared_size();
                     let (buf, pos, end) = s.prepare_flush(pad);
                     // Zeroing ahead raises `allocated` with `zeroed`.
                     let allocate_to = (end > s.allocated()).then(|| {
@@ -87,6 +91,7 @@ impl PartitionLog {
                         file: s.file().clone(),
                         buf,
                         pos,
+                        new_from,
                         end,
                         allocate_to,
                     }
@@ -102,6 +107,25 @@ impl PartitionLog {
             self.wait_for_earlier(id).await;
         }
         let t1 = std::time::Instant::now();
+        // The new bytes go to the shard's journal at once (copied), whose
+        // next write carries them with every other partition's: the flush
+        // is durable when that write lands. The segment writes below are
+        // then plain writes, synced at the journal's checkpoint.
+        let paths: Vec<_> = jobs
+            .iter()
+            .map(|j| crate::segment::log_path(&self.dir, j.base))
+            .collect();
+        let mut ticket = self.journal.as_ref().map(|journal| {
+            journal.record_flush(jobs.iter().zip(&paths).map(|(j, path)| {
+                let bytes = j.buf.as_bytes();
+                crate::journal::SegmentBytes {
+                    path,
+                    file: &j.file,
+                    pos: j.new_from,
+                    bytes: &bytes[(j.new_from - j.pos) as usize..(j.end - j.pos) as usize],
+                }
+            }))
+        });
         let mut zeros_wait = std::time::Duration::ZERO;
         self.last_flush_bytes
             .set(jobs.iter().map(|j| j.buf.len() as u64).sum());
@@ -112,6 +136,7 @@ impl PartitionLog {
             pos,
             end,
             allocate_to,
+            ..
         } in jobs
         {
             if let Some(to) = allocate_to {
@@ -144,6 +169,13 @@ impl PartitionLog {
                 ));
             }
         }
+        if let Some(ticket) = &mut ticket {
+            if let Err(e) = ticket.durable().await {
+                return Err(self.flight_failed(id, format!("{}: {e}", self.dir.display())));
+            }
+        }
+        // The segment writes landed: a checkpoint may sync them.
+        drop(ticket);
         let times = FlushTimes {
             wait: (t1 - t0) + zeros_wait,
             write: t1.elapsed().saturating_sub(zeros_wait),

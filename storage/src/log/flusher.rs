@@ -188,9 +188,10 @@ impl PartitionLog {
                     break;
                 }
                 // A segment the flush finished is sealed only now, after
-                // its appenders were answered: sealing truncates on
-                // glommio's blocking pool and syncs, and no ack waits on it.
-                log.seal_or_warn().await;
+                // its appenders were answered, and in a task of its own:
+                // sealing truncates on glommio's blocking pool and syncs,
+                // and no ack waits on it.
+                log.seal_soon();
                 log.start_zeroing();
                 // Batches that arrived meanwhile found this flusher counted
                 // and started none: it must take them. No await between

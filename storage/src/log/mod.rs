@@ -280,6 +280,12 @@ pub struct PartitionLog {
     /// only in this epoch (one from an earlier leader's late answer is
     /// refused). `None` while it leads or was never replicated.
     following: Cell<Option<i32>>,
+    /// The shard's journal its flushes are made durable in (one write
+    /// for all the shard's partitions); `None`: each flush is its own
+    /// O_DSYNC write.
+    journal: Option<std::rc::Rc<crate::journal::Journal>>,
+    /// A task sealing finished segments runs (`seal_soon`).
+    sealing: Cell<bool>,
 }
 
 /// Bytes being read ahead: the batches from `offset`, at `pos` in segment
@@ -555,6 +561,11 @@ impl PartitionLog {
     pub async fn close(&self) -> Result<(), StorageError> {
         self.closed.set(true);
         self.flush().await?;
+        // The clean-stop state vouches for the segment without a scan:
+        // its bytes are synced in place first, not only in the journal.
+        if self.journal.is_some() {
+            self.sync_segments().await?;
+        }
         let (path, state) = {
             let st = self.state.borrow();
             let seg = st.segments.values().next_back().expect("a segment");
@@ -566,6 +577,26 @@ impl PartitionLog {
         };
         write_small_file(&path, state).await?;
         crate::durable::sync_dir(&self.dir)
+    }
+
+    /// Syncs the segments not yet sealed (with a journal, their writes
+    /// are not synced one by one).
+    pub(super) async fn sync_segments(&self) -> Result<(), StorageError> {
+        let files: Vec<_> = self
+            .state
+            .borrow()
+            .unsealed()
+            .map(|s| (s.base(), s.file().clone()))
+            .collect();
+        for (base, file) in files {
+            file.fdatasync().await.map_err(|e| {
+                StorageError::io(
+                    format!("syncing segment {base} in {}", self.dir.display()),
+                    e,
+                )
+            })?;
+        }
+        Ok(())
     }
 
     /// Deletes the whole log directory (topic deletion).

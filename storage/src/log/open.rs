@@ -75,6 +75,8 @@ impl PartitionLog {
             epochs: RefCell::new(epochs),
             stamp_epoch: Cell::new(stamp),
             following: Cell::new(None),
+            journal: crate::journal::current(),
+            sealing: Cell::new(false),
         })
     }
 }

@@ -386,6 +386,13 @@ impl PartitionLog {
             .expect("semaphore open");
         self.wait_idle().await;
         *self.readahead.borrow_mut() = None;
+        // The cut or start over writes other bytes where the journal's
+        // records of this log point: they are made durable in place, and
+        // then forgotten.
+        if let Some(journal) = &self.journal {
+            self.sync_segments().await?;
+            journal.forget(&self.dir).await?;
+        }
         Ok(zero)
     }
 

@@ -188,10 +188,15 @@ impl Segment {
             .read(true)
             .write(true)
             .create(create)
-            // Each write is durable when it completes: one io_uring
-            // operation (one wake-up) per flush, not a write and an
-            // fdatasync.
-            .custom_flags(libc::O_DSYNC)
+            // Without a journal, each write is durable when it completes:
+            // one io_uring operation (one wake-up) per flush, not a write
+            // and an fdatasync. With one, the shard's journal write makes
+            // a flush durable, and the segment is synced at checkpoints.
+            .custom_flags(if crate::journal::current().is_some() {
+                0
+            } else {
+                libc::O_DSYNC
+            })
             .dma_open(path)
             .await
             .map_err(|e| StorageError::io(format!("opening {}", path.display()), e))

@@ -1,0 +1,243 @@
+//! The journal's tests: acknowledged records come back after every
+//! unsynced segment write is lost, a torn last write is not replayed,
+//! forgets drop earlier records, and files are taken in turn.
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::batch::{split_produced, tests::make_batch, BatchHeader, BatchIter};
+use crate::log::{LogConfig, PartitionLog};
+use crate::testing::run_local as run;
+
+fn tmpdir(name: &str) -> PathBuf {
+    // Not /tmp: tmpfs has no O_DIRECT.
+    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "../target/test-data/journal-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn batches(count: i32, ts: i64) -> Vec<(BatchHeader, Bytes)> {
+    split_produced(&Bytes::from(make_batch(count, ts, 0))).unwrap()
+}
+
+/// What a crash takes that the journal must give back: every byte of
+/// every segment not yet sealed (sealed ones were synced) reads as zeros.
+fn lose_unsynced_segment_writes(log_dir: &Path) {
+    for entry in std::fs::read_dir(log_dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "log") && !path.with_extension("index").exists() {
+            let len = std::fs::metadata(&path).unwrap().len();
+            std::fs::write(&path, vec![0u8; len as usize]).unwrap();
+        }
+    }
+}
+
+/// Reads every offset from 0 to `end` back, densely.
+async fn assert_dense(log: &PartitionLog, end: i64) {
+    let mut at = 0;
+    while at < end {
+        let r = log.read(at, 1 << 20).await.unwrap();
+        let mut moved = false;
+        for (_, h) in BatchIter::new(&r.batches.to_bytes()) {
+            assert!(
+                h.base_offset <= at && at <= h.last_offset(),
+                "offset {at} missing"
+            );
+            at = h.last_offset() + 1;
+            moved = true;
+        }
+        assert!(moved, "nothing read at {at} (end {end})");
+    }
+}
+
+#[test]
+fn acknowledged_records_of_every_partition_survive_losing_unsynced_segment_writes() {
+    let d = tmpdir("lose");
+    let data = d.clone();
+    run(move || async move {
+        crate::segment::prepare_direct_io(&data).await.unwrap();
+        let journal = Journal::open(&data, 0, 1).await.unwrap();
+        install(Some(journal.clone()));
+        let cfg = LogConfig {
+            segment_bytes: 1000,
+            ..LogConfig::default()
+        };
+        let dirs: Vec<_> = (0..3).map(|p| data.join(format!("topics/t/{p}"))).collect();
+        let mut logs = Vec::new();
+        for dir in &dirs {
+            logs.push(Rc::new(PartitionLog::open(dir, cfg, 0).await.unwrap()));
+        }
+        // Appends to all three partitions, acknowledged together: the
+        // journal carries several partitions' records per write.
+        for round in 0..40 {
+            let mut waits = Vec::new();
+            for log in &logs {
+                let (a, _) = log.append(&batches(5, 1000 + round), 0).await.unwrap();
+                waits.push(log.durable_past(a.last_offset));
+            }
+            for w in waits {
+                w.await.unwrap();
+            }
+        }
+        let ends: Vec<i64> = logs.iter().map(|l| l.durable_end()).collect();
+        assert!(
+            journal.counters().0 < 40 * 3,
+            "one write per round or fewer"
+        );
+        // Sealing runs after acks: let it end, then the crash.
+        for log in &logs {
+            log.flush().await.unwrap();
+        }
+        drop(logs);
+        install(None);
+        drop(journal);
+        for dir in &dirs {
+            lose_unsynced_segment_writes(dir);
+        }
+        let replayed = replay(&data).unwrap();
+        assert!(replayed.records > 0, "{replayed:?}");
+        assert!(
+            replayed.skipped > 0,
+            "sealed segments' records are forgotten: {replayed:?}"
+        );
+        for (dir, end) in dirs.iter().zip(ends) {
+            let log = PartitionLog::open(dir, cfg, 0).await.unwrap();
+            assert_eq!(log.log_end(), end, "{}", dir.display());
+            assert_dense(&log, end).await;
+        }
+        // Replayed once: a second replay finds nothing.
+        assert_eq!(replay(&data).unwrap().records, 0);
+    });
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_torn_last_journal_write_is_not_replayed_and_the_log_ends_before_it() {
+    let d = tmpdir("torn");
+    let data = d.clone();
+    run(move || async move {
+        crate::segment::prepare_direct_io(&data).await.unwrap();
+        let journal = Journal::open(&data, 0, 1).await.unwrap();
+        install(Some(journal.clone()));
+        let dir = data.join("topics/t/0");
+        let log = Rc::new(
+            PartitionLog::open(&dir, LogConfig::default(), 0)
+                .await
+                .unwrap(),
+        );
+        for round in 0..5 {
+            let (a, _) = log.append(&batches(4, 1000 + round), 0).await.unwrap();
+            log.durable_past(a.last_offset).await.unwrap();
+        }
+        let before_last = log.durable_end();
+        let (a, _) = log.append(&batches(4, 2000), 0).await.unwrap();
+        log.durable_past(a.last_offset).await.unwrap();
+        drop(log);
+        install(None);
+        drop(journal);
+        lose_unsynced_segment_writes(&dir);
+        // Tear the last write: one byte of its records changed.
+        let jpath = journal_dir(&data).join("0-a.wj");
+        let bytes = std::fs::read(&jpath).unwrap();
+        let mut at = 0;
+        let mut last = 0;
+        while let Some((_, _, next)) = replay::write_at_for_tests(&bytes, at) {
+            last = at;
+            at = next;
+        }
+        assert!(last > 0, "several writes");
+        flip(&jpath, (last + WRITE_HEAD + 10) as u64);
+        replay(&data).unwrap();
+        let log = PartitionLog::open(&dir, LogConfig::default(), 0)
+            .await
+            .unwrap();
+        assert_eq!(log.log_end(), before_last);
+        assert_dense(&log, before_last).await;
+    });
+    let _ = std::fs::remove_dir_all(d);
+}
+
+fn flip(path: &Path, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    b[0] ^= 0x55;
+    f.write_all_at(&b, at).unwrap();
+}
+
+#[test]
+fn a_forget_drops_earlier_records_and_files_are_taken_in_turn() {
+    let d = tmpdir("forget");
+    let data = d.clone();
+    run(move || async move {
+        crate::segment::prepare_direct_io(&data).await.unwrap();
+        // Small files: the records below fill each several times over.
+        let journal = Journal::open_sized(&data, 0, 1, 64 << 10).await.unwrap();
+        let dir = data.join("topics/t/0");
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a.log"), dir.join("b.log"));
+        let open = |p: PathBuf| async move {
+            Rc::new(
+                glommio::io::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .dma_open(&p)
+                    .await
+                    .unwrap(),
+            )
+        };
+        let (fa, fb) = (open(a.clone()).await, open(b.clone()).await);
+        let put = |path: &Path, file: &Rc<glommio::io::DmaFile>, pos: u64, bytes: &[u8]| {
+            journal.record_flush([SegmentBytes {
+                path,
+                file,
+                pos,
+                bytes,
+            }])
+        };
+        // b: 200 records of 1 KiB, each a position of its own; the
+        // journal goes round its two 64 KiB files several times, each
+        // taken again only after its checkpoint synced b.
+        let chunk = vec![7u8; 1024];
+        let plain_b = std::fs::OpenOptions::new().write(true).open(&b).unwrap();
+        for i in 0..200u64 {
+            // As a flush: the segment write (plain), and the journal's.
+            use std::os::unix::fs::FileExt;
+            plain_b.write_all_at(&chunk, i * 1024).unwrap();
+            put(&b, &fb, i * 1024, &chunk).durable().await.unwrap();
+        }
+        assert!(journal.counters().1 > 4 * (64 << 10), "went round");
+        put(&a, &fa, 0, b"AAAA").durable().await.unwrap();
+        journal.forget(&a).await.unwrap();
+        put(&a, &fa, 4, b"BBBB").durable().await.unwrap();
+        // A record of a file deleted since is skipped.
+        let gone = dir.join("gone.log");
+        let fg = open(gone.clone()).await;
+        put(&gone, &fg, 0, b"GGGG").durable().await.unwrap();
+        std::fs::remove_file(&gone).unwrap();
+        drop(journal);
+        std::fs::write(&a, [0u8; 8]).unwrap();
+        let replayed = replay(&data).unwrap();
+        // "AAAA" was forgotten, "BBBB" came back.
+        assert_eq!(std::fs::read(&a).unwrap(), b"\0\0\0\0BBBB");
+        // Only b's records since the last checkpoint were still there.
+        assert!(replayed.records < 200, "{replayed:?}");
+        assert!(std::fs::read(&b).unwrap() == vec![7u8; 200 * 1024]);
+        assert!(!gone.exists());
+        assert!(replayed.skipped >= 2, "{replayed:?}");
+    });
+    let _ = std::fs::remove_dir_all(d);
+}
