@@ -155,9 +155,9 @@ struct ServeArgs {
     replication_throttle_bytes: u64,
     /// Make a shard's flushes durable with one journal write for all its
     /// partitions (group commit across partitions) instead of each
-    /// partition's own O_DSYNC write. Off by default: on this project's
-    /// 2-core VM it measured slower (every byte is written twice; see
-    /// docs/durability.md).
+    /// partition's own O_DSYNC write; segments are then written later in
+    /// large pieces. Off by default: on this project's 2-core VM, whose
+    /// device flush is cheap, it measured even (docs/durability.md).
     #[arg(env = "WEIR_JOURNAL", long)]
     journal: bool,
     /// Create a topic the first time a client asks for it in Metadata.

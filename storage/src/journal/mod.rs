@@ -3,18 +3,19 @@
 //! Without it each partition's flush is its own O_DSYNC write, so a shard
 //! whose produce requests touch K partitions pays K device writes and K
 //! device flushes (on a VM each a trip through the hypervisor). With it a
-//! flush writes its segment bytes with a plain direct write (no sync) and
-//! hands the same bytes, as a record naming the segment file and position,
-//! to the shard's journal; the journal writes every record handed to it
-//! meanwhile in one O_DSYNC write, and the flushes are durable when that
-//! write lands. One device write and one sync per flush window, whatever
-//! partitions the window touched.
+//! flush hands its new bytes, as a record naming the segment file and
+//! position, to the shard's journal; the journal writes every record
+//! handed to it meanwhile in one O_DSYNC write, and the flushes are durable
+//! when that write lands. One device write and one sync per flush window,
+//! whatever partitions the window touched. The log writes the bytes into
+//! its segment later, in large pieces and without a sync
+//! (`PartitionLog::write_out`), keeping them staged in memory until then.
 //!
 //! A shard keeps two journal files (`journal/<shard>-a.wj`, `-b.wj`),
 //! written in turn from the start: when the one being written is full,
-//! the other is taken, once its **checkpoint** ended: every segment file
-//! its records wrote was synced (after every segment write of a flush
-//! journaled before the switch landed), so nothing in it is needed again.
+//! the other is taken, once its **checkpoint** ended: every log with
+//! records in it wrote its journaled bytes out and synced its segments, so
+//! nothing in the file is needed again.
 //!
 //! Each write is one block-aligned piece: a header (`WJ01`, the file's
 //! sequence number, the records' length, their CRC-32C), the records, and
@@ -35,13 +36,14 @@
 mod replay;
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use futures::channel::oneshot;
 use glommio::io::{DmaFile, OpenOptions};
 
+use crate::log::PartitionLog;
 use crate::StorageError;
 
 pub use replay::{replay, Replayed};
@@ -104,19 +106,15 @@ struct Inner {
     /// Records not yet handed to a write.
     pending: Vec<u8>,
     waiters: Vec<Waiter>,
-    /// Segment files the pending records write.
-    pending_files: HashMap<PathBuf, Rc<DmaFile>>,
-    /// Segment files the active slot's records wrote (synced at its
-    /// checkpoint).
-    active_files: HashMap<PathBuf, Rc<DmaFile>>,
+    /// Logs (by directory) the pending records are of.
+    pending_logs: HashMap<PathBuf, Weak<PartitionLog>>,
+    /// Logs with records in the active slot: they write out and sync at
+    /// its checkpoint.
+    active_logs: HashMap<PathBuf, Weak<PartitionLog>>,
     writing: bool,
     /// The other slot was checkpointed: it may be taken.
     other_free: bool,
     free_waiters: Vec<oneshot::Sender<()>>,
-    /// Flushes journaled whose segment writes have not all landed.
-    tickets: BTreeSet<u64>,
-    next_ticket: u64,
-    ticket_waiters: Vec<oneshot::Sender<()>>,
 }
 
 /// A shard's journal. Lives on its shard's thread.
@@ -131,46 +129,33 @@ pub struct Journal {
     written_bytes: Cell<u64>,
 }
 
-/// A flush's records in the journal. `durable` completes when the journal
-/// write carrying them landed; dropping the ticket says the flush's own
-/// segment writes have landed (or failed), so a checkpoint may sync them.
-pub struct Ticket {
-    journal: Rc<Journal>,
-    number: u64,
-    rx: Option<oneshot::Receiver<Result<(), StorageError>>>,
-}
+/// Completes when a flush's records are durable in the journal.
+pub struct Landed(oneshot::Receiver<Result<(), StorageError>>);
 
-impl Ticket {
-    /// Completes when the records are durable in the journal.
-    pub async fn durable(&mut self) -> Result<(), StorageError> {
-        match self.rx.take() {
-            Some(rx) => rx.await.unwrap_or_else(|_| {
+impl std::future::Future for Landed {
+    type Output = Result<(), StorageError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx).map(|r| {
+            r.unwrap_or_else(|_| {
                 Err(StorageError::Io(
                     "the journal stopped before the records were durable".into(),
                 ))
-            }),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        let mut inner = self.journal.inner.borrow_mut();
-        inner.tickets.remove(&self.number);
-        for w in inner.ticket_waiters.drain(..) {
-            let _ = w.send(());
-        }
+            })
+        })
     }
 }
 
 /// One segment's part of a flush, as the journal records it.
 pub struct SegmentBytes<'a> {
     pub path: &'a Path,
-    pub file: &'a Rc<DmaFile>,
-    /// File position of `bytes[0]`.
+    /// File position of the first byte.
     pub pos: u64,
-    pub bytes: &'a [u8],
+    /// The bytes, in pieces (copied once, into the journal's buffer).
+    pub pieces: &'a [bytes::Bytes],
 }
 
 impl Journal {
@@ -234,39 +219,35 @@ impl Journal {
         (self.writes.get(), self.written_bytes.get())
     }
 
-    /// Hands a flush's segment bytes to the journal (copied now) and
-    /// starts a write unless one is in flight (the next one takes them).
+    /// Hands a flush of the log in `dir` (`log`, which writes its bytes
+    /// out and syncs when a checkpoint asks) to the journal: its segment
+    /// bytes are copied now, and a write starts unless one is in flight
+    /// (the next one takes them). Completes when they are durable.
     pub fn record_flush<'a>(
         self: &Rc<Self>,
+        dir: &Path,
+        log: Weak<PartitionLog>,
         parts: impl IntoIterator<Item = SegmentBytes<'a>>,
-    ) -> Ticket {
+    ) -> Landed {
         let (tx, rx) = oneshot::channel();
-        let number = {
+        {
             let mut inner = self.inner.borrow_mut();
             for p in parts {
                 let rel = self.relative(p.path);
-                for (i, chunk) in p.bytes.chunks(RECORD_DATA_BYTES).enumerate() {
-                    let pos = p.pos + (i * RECORD_DATA_BYTES) as u64;
-                    encode(&mut inner.pending, DATA, &rel, Some((pos, chunk)));
+                let mut pos = p.pos;
+                for piece in p.pieces {
+                    for chunk in piece.chunks(RECORD_DATA_BYTES) {
+                        encode(&mut inner.pending, DATA, &rel, Some((pos, chunk)));
+                        pos += chunk.len() as u64;
+                    }
                 }
-                inner
-                    .pending_files
-                    .entry(p.path.to_path_buf())
-                    .or_insert_with(|| p.file.clone());
             }
+            inner.pending_logs.insert(dir.to_path_buf(), log);
             let end = inner.pending.len();
             inner.waiters.push(Waiter { end, tx });
-            let number = inner.next_ticket;
-            inner.next_ticket += 1;
-            inner.tickets.insert(number);
-            number
-        };
-        self.write_soon();
-        Ticket {
-            journal: self.clone(),
-            number,
-            rx: Some(rx),
         }
+        self.write_soon();
+        Landed(rx)
     }
 
     /// Writes a forget of `path` (a segment file, or a directory and all
@@ -331,27 +312,29 @@ impl Journal {
         if self.inner.borrow().pos + len > self.file_bytes {
             self.rotate().await;
         }
-        let (slot, seq, pos, records, waiters) = {
+        let file = &self.slots[self.inner.borrow().active].file;
+        let mut buf = file.alloc_dma_buffer(len as usize);
+        let (slot, pos, waiters) = {
             let mut inner = self.inner.borrow_mut();
-            let records: Vec<u8> = inner.pending.drain(..take).collect();
+            let (seq, out) = (inner.seq, buf.as_bytes_mut());
+            let records = &inner.pending[..take];
+            out[..4].copy_from_slice(MAGIC);
+            out[4..12].copy_from_slice(&seq.to_le_bytes());
+            out[12..16].copy_from_slice(&(take as u32).to_le_bytes());
+            out[16..20].copy_from_slice(&crc(seq, records).to_le_bytes());
+            crate::dma_copy::copy(&mut out[WRITE_HEAD..WRITE_HEAD + take], records);
+            out[WRITE_HEAD + take..].fill(0);
+            crate::dma_copy::fence();
+            inner.pending.drain(..take);
             let split = inner.waiters.partition_point(|w| w.end <= take);
             let waiters: Vec<_> = inner.waiters.drain(..split).collect();
             for w in inner.waiters.iter_mut() {
                 w.end -= take;
             }
-            let files: Vec<_> = inner.pending_files.drain().collect();
-            inner.active_files.extend(files);
-            (inner.active, inner.seq, inner.pos, records, waiters)
+            let logs: Vec<_> = inner.pending_logs.drain().collect();
+            inner.active_logs.extend(logs);
+            (inner.active, inner.pos, waiters)
         };
-        let file = &self.slots[slot].file;
-        let mut buf = file.alloc_dma_buffer(len as usize);
-        let out = buf.as_bytes_mut();
-        out[..4].copy_from_slice(MAGIC);
-        out[4..12].copy_from_slice(&seq.to_le_bytes());
-        out[12..16].copy_from_slice(&(records.len() as u32).to_le_bytes());
-        out[16..20].copy_from_slice(&crc(seq, &records).to_le_bytes());
-        out[WRITE_HEAD..WRITE_HEAD + records.len()].copy_from_slice(&records);
-        out[WRITE_HEAD + records.len()..].fill(0);
         let result = match file.write_at(buf, pos).await {
             Ok(n) if n as u64 == len => Ok(()),
             Ok(n) => Err(format!("short write ({n} of {len} bytes)")),
@@ -395,44 +378,35 @@ impl Journal {
             };
             let _ = rx.await;
         }
-        let (files, before) = {
+        let logs = {
             let mut inner = self.inner.borrow_mut();
             inner.active = 1 - inner.active;
             inner.seq += 1;
             inner.pos = 0;
             inner.other_free = false;
-            (std::mem::take(&mut inner.active_files), inner.next_ticket)
+            std::mem::take(&mut inner.active_logs)
         };
         let journal = self.clone();
-        glommio::spawn_local(async move { journal.checkpoint(files, before).await }).detach();
+        glommio::spawn_local(async move { journal.checkpoint(logs).await }).detach();
     }
 
-    /// Syncs the segment files a slot's records wrote, once every flush
-    /// journaled before ticket `before` has its segment writes landed;
-    /// then the slot may be written again. A failing sync is retried (the
-    /// slot stays taken meanwhile, and writes wait when they need it).
-    async fn checkpoint(self: Rc<Self>, files: HashMap<PathBuf, Rc<DmaFile>>, before: u64) {
-        loop {
-            let rx = {
-                let mut inner = self.inner.borrow_mut();
-                if inner.tickets.first().is_none_or(|&t| t >= before) {
-                    break;
-                }
-                let (tx, rx) = oneshot::channel();
-                inner.ticket_waiters.push(tx);
-                rx
-            };
-            let _ = rx.await;
-        }
-        for (path, file) in files {
+    /// Has every log with records in a slot write its journaled bytes out
+    /// and sync its segments; then the slot may be written again. A
+    /// failing log is retried (the slot stays taken meanwhile, and writes
+    /// wait when they need it). A log dropped since (its partition deleted
+    /// or moved away) needs nothing.
+    async fn checkpoint(self: Rc<Self>, logs: HashMap<PathBuf, Weak<PartitionLog>>) {
+        for (dir, log) in logs {
             loop {
-                match file.fdatasync().await {
+                let Some(log) = log.upgrade() else { break };
+                match log.write_out_and_sync().await {
                     Ok(()) => break,
                     Err(e) => {
                         log::error!(
-                            "journal checkpoint: syncing {}: {e}; retrying in 1 s",
-                            path.display()
+                            "journal checkpoint: {}: {e}; retrying in 1 s",
+                            dir.display()
                         );
+                        drop(log);
                         glommio::timer::sleep(std::time::Duration::from_secs(1)).await;
                     }
                 }

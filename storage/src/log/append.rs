@@ -227,6 +227,8 @@ impl PartitionLog {
     }
 
     pub(super) async fn seal_inactive(&self) -> Result<(), StorageError> {
+        // A journaled log's rolled segments are written out first.
+        self.write_out(false).await?;
         loop {
             // Sealing truncates the file: no zeroing ahead may be writing,
             // and concurrent flushes seal one at a time. (No flush writes a
@@ -241,7 +243,7 @@ impl PartitionLog {
                 let active = *st.segments.keys().next_back().expect("a segment");
                 // The oldest unsealed segment that is durable and not active.
                 st.unsealed()
-                    .filter(|s| s.base() != active && !s.dirty())
+                    .filter(|s| s.base() != active && !s.dirty() && s.unwritten_to_file() == 0)
                     .last()
                     .map(|s| s.base())
             };

@@ -17,9 +17,6 @@ struct FlushJob {
     file: std::rc::Rc<glommio::io::DmaFile>,
     buf: glommio::io::DmaBuffer,
     pos: u64,
-    /// Where the bytes no earlier flush wrote begin (`pos` rounds it down
-    /// to a block): what the journal records.
-    new_from: u64,
     end: u64,
     allocate_to: Option<u64>,
 }
@@ -62,6 +59,9 @@ impl PartitionLog {
     /// One flush, and how long it waited and wrote (`None` when there was
     /// nothing to flush); returns when its own writes landed.
     pub(super) async fn flush_timed(&self) -> Result<(i64, Option<FlushTimes>), StorageError> {
+        if let Some(journal) = &self.journal {
+            return self.flush_journaled(journal).await;
+        }
         // Allocate ahead no more than a segment holds.
         let segment_bytes = align_up(self.config.get().segment_bytes);
         let (id, jobs, must_wait) = {
@@ -79,7 +79,6 @@ impl PartitionLog {
                 .filter(|s| s.unwritten())
                 .map(|s| {
                     must_wait |= in_flight && s.shares_block();
-                    let new_from = s.prepared_size();
                     let (buf, pos, end) = s.prepare_flush(pad);
                     // Zeroing ahead raises `allocated` with `zeroed`.
                     let allocate_to = (end > s.allocated()).then(|| {
@@ -91,7 +90,6 @@ impl PartitionLog {
                         file: s.file().clone(),
                         buf,
                         pos,
-                        new_from,
                         end,
                         allocate_to,
                     }
@@ -107,25 +105,6 @@ impl PartitionLog {
             self.wait_for_earlier(id).await;
         }
         let t1 = std::time::Instant::now();
-        // The new bytes go to the shard's journal at once (copied), whose
-        // next write carries them with every other partition's: the flush
-        // is durable when that write lands. The segment writes below are
-        // then plain writes, synced at the journal's checkpoint.
-        let paths: Vec<_> = jobs
-            .iter()
-            .map(|j| crate::segment::log_path(&self.dir, j.base))
-            .collect();
-        let mut ticket = self.journal.as_ref().map(|journal| {
-            journal.record_flush(jobs.iter().zip(&paths).map(|(j, path)| {
-                let bytes = j.buf.as_bytes();
-                crate::journal::SegmentBytes {
-                    path,
-                    file: &j.file,
-                    pos: j.new_from,
-                    bytes: &bytes[(j.new_from - j.pos) as usize..(j.end - j.pos) as usize],
-                }
-            }))
-        });
         let mut zeros_wait = std::time::Duration::ZERO;
         self.last_flush_bytes
             .set(jobs.iter().map(|j| j.buf.len() as u64).sum());
@@ -136,7 +115,6 @@ impl PartitionLog {
             pos,
             end,
             allocate_to,
-            ..
         } in jobs
         {
             if let Some(to) = allocate_to {
@@ -169,13 +147,6 @@ impl PartitionLog {
                 ));
             }
         }
-        if let Some(ticket) = &mut ticket {
-            if let Err(e) = ticket.durable().await {
-                return Err(self.flight_failed(id, format!("{}: {e}", self.dir.display())));
-            }
-        }
-        // The segment writes landed: a checkpoint may sync them.
-        drop(ticket);
         let times = FlushTimes {
             wait: (t1 - t0) + zeros_wait,
             write: t1.elapsed().saturating_sub(zeros_wait),

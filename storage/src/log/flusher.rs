@@ -137,6 +137,7 @@ impl PartitionLog {
             .acks
             .borrow_mut()
             .push(AckWaiter { last_offset, tx });
+        self.remember_self();
         self.flush_soon();
         async move {
             rx.await.unwrap_or_else(|_| {
@@ -171,6 +172,7 @@ impl PartitionLog {
             return;
         }
         f.running.set(running + 1);
+        self.remember_self();
         let log = self.clone();
         glommio::spawn_local(async move {
             loop {
@@ -192,6 +194,7 @@ impl PartitionLog {
                 // sealing truncates on glommio's blocking pool and syncs,
                 // and no ack waits on it.
                 log.seal_soon();
+                log.write_out_soon();
                 log.start_zeroing();
                 // Batches that arrived meanwhile found this flusher counted
                 // and started none: it must take them. No await between

@@ -104,6 +104,7 @@ mod replica_tests;
 mod sim_tests;
 #[cfg(test)]
 mod tests;
+mod write_out;
 
 /// Where an append landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,6 +287,12 @@ pub struct PartitionLog {
     journal: Option<std::rc::Rc<crate::journal::Journal>>,
     /// A task sealing finished segments runs (`seal_soon`).
     sealing: Cell<bool>,
+    /// This log, for the journal's checkpoints (set once it is in an
+    /// `Rc`: `remember_self`).
+    self_weak: RefCell<std::rc::Weak<PartitionLog>>,
+    /// One `write_out` at a time, and whether a task for it runs.
+    write_out_lock: Semaphore,
+    writing_out: Cell<bool>,
 }
 
 /// Bytes being read ahead: the batches from `offset`, at `pos` in segment
@@ -564,7 +571,7 @@ impl PartitionLog {
         // The clean-stop state vouches for the segment without a scan:
         // its bytes are synced in place first, not only in the journal.
         if self.journal.is_some() {
-            self.sync_segments().await?;
+            self.write_out_and_sync().await?;
         }
         let (path, state) = {
             let st = self.state.borrow();

@@ -77,6 +77,9 @@ impl PartitionLog {
             following: Cell::new(None),
             journal: crate::journal::current(),
             sealing: Cell::new(false),
+            self_weak: RefCell::new(std::rc::Weak::new()),
+            write_out_lock: Semaphore::new(1),
+            writing_out: Cell::new(false),
         })
     }
 }

@@ -180,6 +180,7 @@ impl PartitionLog {
         upto: i64,
         replica: bool,
     ) -> Result<ReadResult, StorageError> {
+        self.write_out_for_read().await?;
         let mut offset = offset;
         loop {
             let seg = match self.segment_at(offset, upto, replica)? {
@@ -421,6 +422,7 @@ impl PartitionLog {
     /// The first offset whose record timestamp is at or after `ts`, with
     /// that timestamp; `None` when every record is older.
     pub async fn offset_for_time(&self, ts: i64) -> Result<Option<(i64, i64)>, StorageError> {
+        self.write_out_for_read().await?;
         let (candidates, hw) = {
             let st = self.state.borrow();
             let c: Vec<(i64, u32)> = st
@@ -476,6 +478,7 @@ impl PartitionLog {
     /// offset of its batch (Kafka answered that until KAFKA-16310);
     /// `None` for an empty log.
     pub async fn max_timestamp_record(&self) -> Result<Option<(i64, i64)>, StorageError> {
+        self.write_out_for_read().await?;
         let Some((last, ts)) = self.max_timestamp() else {
             return Ok(None);
         };

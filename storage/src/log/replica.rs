@@ -390,7 +390,7 @@ impl PartitionLog {
         // records of this log point: they are made durable in place, and
         // then forgotten.
         if let Some(journal) = &self.journal {
-            self.sync_segments().await?;
+            self.write_out_and_sync().await?;
             journal.forget(&self.dir).await?;
         }
         Ok(zero)

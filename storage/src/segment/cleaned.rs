@@ -38,6 +38,7 @@ impl Segment {
         self.next_offset = end;
         self.durable_size = self.size;
         self.prepared_size = self.size;
+        self.written_size = self.size;
         self.allocated = self.size;
         self.zeroed = self.size;
         self.mark_sealed();

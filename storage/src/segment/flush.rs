@@ -71,21 +71,72 @@ impl Segment {
         bytes[len..].fill(0);
         crate::dma_copy::fence();
         self.prepared_size = self.size;
+        // The flush writes the file itself.
+        self.written_size = self.size;
         (buf, from, self.size)
     }
 
     /// After a flush ending at `end` and every flush before it landed
     /// (the log applies them in order): drop the whole blocks that are now
-    /// durable from the staging buffer.
+    /// durable (and written to the file) from the staging buffer.
     pub fn complete_flush(&mut self, end: u64) {
         assert!(end <= self.size);
         if end > self.durable_size {
             self.durable_size = end;
-            self.staged.advance_to(align_down(end));
+            self.drop_settled();
         }
         // A later flush's failure may have asked for a rewrite from before
         // this end: what this flush wrote need not be written again.
         self.prepared_size = self.prepared_size.max(end);
+    }
+
+    /// Drops the staged whole blocks that are both durable and written
+    /// to the file (without a journal a flush does both at once).
+    fn drop_settled(&mut self) {
+        let settled = self.durable_size.min(self.written_size);
+        if align_down(settled) > self.staged.from {
+            self.staged.advance_to(align_down(settled));
+        }
+    }
+
+    /// Bytes handed to the journal but not yet written to the file (a
+    /// failed flush moves `prepared_size` back below what a write-out may
+    /// have written already).
+    pub fn unwritten_to_file(&self) -> u64 {
+        self.prepared_size.saturating_sub(self.written_size)
+    }
+
+    /// A journaled flush: hands the bytes not yet handed to a flush over,
+    /// as (file position, shared pieces); no padding, since only
+    /// `write_out` writes the file, one write at a time.
+    pub fn prepare_journaled(&mut self) -> (u64, Vec<Bytes>) {
+        let from = self.prepared_size;
+        let pieces = self.staged.pieces_from(from);
+        self.prepared_size = self.size;
+        (from, pieces)
+    }
+
+    /// The bytes handed to the journal and not yet written to the file,
+    /// from the block holding the first of them, as an aligned DMA buffer:
+    /// (buffer, file position, end). `None` when all are written.
+    pub fn prepare_write_out(&self) -> Option<(glommio::io::DmaBuffer, u64, u64)> {
+        if self.written_size >= self.prepared_size {
+            return None;
+        }
+        let (from, end) = (align_down(self.written_size), self.prepared_size);
+        let len = (end - from) as usize;
+        let mut buf = self.file.alloc_dma_buffer(align_up(len as u64) as usize);
+        let bytes = buf.as_bytes_mut();
+        self.staged.copy_range(from, &mut bytes[..len]);
+        bytes[len..].fill(0);
+        crate::dma_copy::fence();
+        Some((buf, from, end))
+    }
+
+    /// A write-out ending at `end` landed.
+    pub fn complete_write_out(&mut self, end: u64) {
+        self.written_size = self.written_size.max(end);
+        self.drop_settled();
     }
 
     /// After a failed flush: nothing past the durable size is known

@@ -75,6 +75,12 @@ pub struct Segment {
     /// writes from the block holding this position. `durable_size <=
     /// prepared_size <= size`.
     prepared_size: u64,
+    /// Bytes written to the file (synced or not). Without a journal a
+    /// flush's write is its durability, and this follows `durable_size`;
+    /// with one, flushes only journal their bytes and the log writes them
+    /// here later in larger pieces (`write_out`): `written_size <=
+    /// prepared_size`, and staged bytes stay until written.
+    written_size: u64,
     /// The file's length on disk, past `size` when space was preallocated.
     allocated: u64,
     /// The file holds written blocks (data, or zeros written ahead) up to
@@ -220,6 +226,7 @@ impl Segment {
             size: 0,
             durable_size: 0,
             prepared_size: 0,
+            written_size: 0,
             allocated: 0,
             zeroed: 0,
             staged: Staging::default(),

@@ -62,6 +62,7 @@ impl Segment {
         // starts there, from the block that holds it.
         seg.durable_size = seg.size;
         seg.prepared_size = seg.size;
+        seg.written_size = seg.size;
         seg.allocated = seg.size;
         seg.zeroed = seg.size;
         seg.stage_last_block(&path).await?;
@@ -131,6 +132,7 @@ impl Segment {
         self.next_offset = end;
         self.durable_size = self.size;
         self.prepared_size = self.size;
+        self.written_size = self.size;
         self.allocated = file_size;
         self.zeroed = file_size;
         self.mark_sealed();

@@ -84,6 +84,7 @@ impl Segment {
                 self.take_indexes(found);
                 self.durable_size = size;
                 self.prepared_size = size;
+                self.written_size = size;
                 self.allocated = size;
                 self.zeroed = size;
                 self.staged = Staging::at(align_down(size));

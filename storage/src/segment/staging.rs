@@ -56,6 +56,47 @@ impl Staging {
         }
     }
 
+    /// Copies the staged bytes from file position `from` on into `out`
+    /// (as many as it holds; large pieces with streaming stores: the
+    /// caller fences).
+    pub(super) fn copy_range(&self, from: u64, out: &mut [u8]) {
+        assert!(from >= self.from);
+        let mut skip = (from - self.from) as usize;
+        assert!(out.len() + skip <= self.len);
+        let mut at = 0;
+        for c in &self.chunks {
+            if at == out.len() {
+                break;
+            }
+            if skip >= c.len() {
+                skip -= c.len();
+                continue;
+            }
+            let part = &c[skip..(skip + out.len() - at).min(c.len())];
+            skip = 0;
+            crate::dma_copy::copy(&mut out[at..at + part.len()], part);
+            at += part.len();
+        }
+        assert_eq!(at, out.len());
+    }
+
+    /// The staged bytes from file position `from` to the end, as shared
+    /// pieces (no copy).
+    pub(super) fn pieces_from(&self, from: u64) -> Vec<Bytes> {
+        assert!(from >= self.from);
+        let mut skip = (from - self.from) as usize;
+        let mut out = Vec::new();
+        for c in &self.chunks {
+            if skip >= c.len() {
+                skip -= c.len();
+                continue;
+            }
+            out.push(c.slice(skip..));
+            skip = 0;
+        }
+        out
+    }
+
     /// Drops the bytes before `new_from` (now durable whole blocks).
     pub(super) fn advance_to(&mut self, new_from: u64) {
         assert!(new_from >= self.from);
