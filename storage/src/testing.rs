@@ -11,3 +11,18 @@ pub fn run_local<F: std::future::Future<Output = ()> + 'static>(
         .join()
         .expect("join");
 }
+
+/// Flips one bit at `at` of the file at `path` (damage at rest), synced.
+pub fn flip_bit(path: &std::path::Path, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    b[0] ^= 0x10;
+    f.write_all_at(&b, at).unwrap();
+    f.sync_all().unwrap();
+}

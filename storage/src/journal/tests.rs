@@ -153,7 +153,7 @@ fn a_torn_last_journal_write_is_not_replayed_and_the_log_ends_before_it() {
             at = next;
         }
         assert!(last > 0, "several writes");
-        flip(&jpath, (last + WRITE_HEAD + 10) as u64);
+        crate::testing::flip_bit(&jpath, (last + WRITE_HEAD + 10) as u64);
         replay(&data).unwrap();
         let log = PartitionLog::open(&dir, LogConfig::default(), 0)
             .await
@@ -162,19 +162,6 @@ fn a_torn_last_journal_write_is_not_replayed_and_the_log_ends_before_it() {
         assert_dense(&log, before_last).await;
     });
     let _ = std::fs::remove_dir_all(d);
-}
-
-fn flip(path: &Path, at: u64) {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, at).unwrap();
-    b[0] ^= 0x55;
-    f.write_all_at(&b, at).unwrap();
 }
 
 #[test]

@@ -826,20 +826,7 @@ fn a_clean_stop_is_loaded_once_and_a_stale_or_damaged_state_is_not_trusted() {
     });
 }
 
-/// Flips one bit at `at` of `path`.
-fn flip_bit(path: &Path, at: u64) {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, at).unwrap();
-    b[0] ^= 0x10;
-    f.write_all_at(&b, at).unwrap();
-    f.sync_all().unwrap();
-}
+use crate::testing::flip_bit;
 
 /// A log of 12 three-record batches in segments of at most 300 bytes,
 /// closed: the segments' bases.
