@@ -192,3 +192,44 @@ impl PartitionLog {
         Ok(())
     }
 }
+
+/// A journaled log dropped with bytes not yet in its segments (its
+/// partition reopened, a group slot handed over): they are written and
+/// synced here, blocking, so that whoever opens the log next finds them,
+/// and no checkpoint needs this log any more. Rare, and small: at most
+/// what waits for a write-out.
+impl Drop for PartitionLog {
+    fn drop(&mut self) {
+        // Nothing waits, or the log was destroyed with its directory.
+        if self.journal.is_none() || !self.wants_write_out(true) || !self.dir.exists() {
+            return;
+        }
+        let st = self.state.borrow();
+        for seg in st.unsealed() {
+            let (mut pos, pieces) = seg.unwritten_pieces();
+            if pieces.is_empty() {
+                continue;
+            }
+            let path = log_path(&self.dir, seg.base());
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| {
+                    use std::os::unix::fs::FileExt;
+                    for p in &pieces {
+                        f.write_all_at(p, pos)?;
+                        pos += p.len() as u64;
+                    }
+                    f.sync_data()
+                });
+            if let Err(e) = written {
+                // The journal still holds them until its next checkpoint,
+                // and replay at the next start writes them back.
+                log::error!(
+                    "{}: writing the journaled bytes of a dropped log: {e}",
+                    path.display()
+                );
+            }
+        }
+    }
+}

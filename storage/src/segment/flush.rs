@@ -133,6 +133,24 @@ impl Segment {
         Some((buf, from, end))
     }
 
+    /// The bytes handed to the journal and not yet written to the file,
+    /// as (file position, shared pieces).
+    pub fn unwritten_pieces(&self) -> (u64, Vec<Bytes>) {
+        let from = self.written_size;
+        if from >= self.prepared_size {
+            return (from, Vec::new());
+        }
+        let mut left = (self.prepared_size - from) as usize;
+        let mut pieces = self.staged.pieces_from(from);
+        for p in pieces.iter_mut() {
+            let keep = p.len().min(left);
+            p.truncate(keep);
+            left -= keep;
+        }
+        pieces.retain(|p| !p.is_empty());
+        (from, pieces)
+    }
+
     /// A write-out ending at `end` landed.
     pub fn complete_write_out(&mut self, end: u64) {
         self.written_size = self.written_size.max(end);
