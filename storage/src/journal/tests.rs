@@ -27,6 +27,35 @@ fn batches(count: i32, ts: i64) -> Vec<(BatchHeader, Bytes)> {
     split_produced(&Bytes::from(make_batch(count, ts, 0))).unwrap()
 }
 
+/// Runs `f` on an executor with a fresh data directory ready for direct
+/// I/O and a journal of files of `file_bytes` made for it (installed as
+/// the thread's: logs opened in `f` use it); removes the directory after.
+fn with_journal<F: std::future::Future<Output = ()> + 'static>(
+    name: &str,
+    file_bytes: u64,
+    f: impl FnOnce(PathBuf, Rc<Journal>) -> F + Send + 'static,
+) {
+    let d = tmpdir(name);
+    let data = d.clone();
+    run(move || async move {
+        crate::segment::prepare_direct_io(&data).await.unwrap();
+        let journal = Journal::open_sized(&data, 0, 1, file_bytes).await.unwrap();
+        install(Some(journal.clone()));
+        f(data, journal).await;
+        install(None);
+    });
+}
+
+/// `rounds` appends of `count` records, each waited for: returns the
+/// durable end.
+async fn append_acked(log: &Rc<PartitionLog>, rounds: i64, count: i32) -> i64 {
+    for round in 0..rounds {
+        let (a, _) = log.append(&batches(count, 1000 + round), 0).await.unwrap();
+        log.durable_past(a.last_offset).await.unwrap();
+    }
+    log.durable_end()
+}
+
 /// What a crash takes that the journal must give back: every byte of
 /// every segment not yet sealed (sealed ones were synced) reads as zeros.
 fn lose_unsynced_segment_writes(log_dir: &Path) {
@@ -59,12 +88,7 @@ async fn assert_dense(log: &PartitionLog, end: i64) {
 
 #[test]
 fn acknowledged_records_of_every_partition_survive_losing_unsynced_segment_writes() {
-    let d = tmpdir("lose");
-    let data = d.clone();
-    run(move || async move {
-        crate::segment::prepare_direct_io(&data).await.unwrap();
-        let journal = Journal::open(&data, 0, 1).await.unwrap();
-        install(Some(journal.clone()));
+    with_journal("lose", FILE_BYTES, |data, journal| async move {
         let cfg = LogConfig {
             segment_bytes: 1000,
             ..LogConfig::default()
@@ -115,28 +139,18 @@ fn acknowledged_records_of_every_partition_survive_losing_unsynced_segment_write
         // Replayed once: a second replay finds nothing.
         assert_eq!(replay(&data).unwrap().records, 0);
     });
-    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
 fn a_torn_last_journal_write_is_not_replayed_and_the_log_ends_before_it() {
-    let d = tmpdir("torn");
-    let data = d.clone();
-    run(move || async move {
-        crate::segment::prepare_direct_io(&data).await.unwrap();
-        let journal = Journal::open(&data, 0, 1).await.unwrap();
-        install(Some(journal.clone()));
+    with_journal("torn", FILE_BYTES, |data, journal| async move {
         let dir = data.join("topics/t/0");
         let log = Rc::new(
             PartitionLog::open(&dir, LogConfig::default(), 0)
                 .await
                 .unwrap(),
         );
-        for round in 0..5 {
-            let (a, _) = log.append(&batches(4, 1000 + round), 0).await.unwrap();
-            log.durable_past(a.last_offset).await.unwrap();
-        }
-        let before_last = log.durable_end();
+        let before_last = append_acked(&log, 5, 4).await;
         let (a, _) = log.append(&batches(4, 2000), 0).await.unwrap();
         log.durable_past(a.last_offset).await.unwrap();
         drop(log);
@@ -161,17 +175,11 @@ fn a_torn_last_journal_write_is_not_replayed_and_the_log_ends_before_it() {
         assert_eq!(log.log_end(), before_last);
         assert_dense(&log, before_last).await;
     });
-    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
 fn a_forget_drops_earlier_records_and_files_are_taken_in_turn() {
-    let d = tmpdir("forget");
-    let data = d.clone();
-    run(move || async move {
-        crate::segment::prepare_direct_io(&data).await.unwrap();
-        // Small files: the records below fill each several times over.
-        let journal = Journal::open_sized(&data, 0, 1, 64 << 10).await.unwrap();
+    with_journal("forget", 64 << 10, |data, journal| async move {
         let dir = data.join("topics/t/0");
         std::fs::create_dir_all(&dir).unwrap();
         let (a, b) = (dir.join("a.log"), dir.join("b.log"));
@@ -221,19 +229,11 @@ fn a_forget_drops_earlier_records_and_files_are_taken_in_turn() {
         assert!(!gone.exists());
         assert!(replayed.skipped >= 2, "{replayed:?}");
     });
-    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
 fn a_log_going_round_the_journal_many_times_reopens_whole() {
-    let d = tmpdir("round");
-    let data = d.clone();
-    run(move || async move {
-        crate::segment::prepare_direct_io(&data).await.unwrap();
-        // 64 KiB journal files: each is checkpointed (the log writes out
-        // and syncs) many times over while the log grows and seals.
-        let journal = Journal::open_sized(&data, 0, 1, 64 << 10).await.unwrap();
-        install(Some(journal.clone()));
+    with_journal("round", 64 << 10, |data, journal| async move {
         let cfg = LogConfig {
             segment_bytes: 100 << 10,
             ..LogConfig::default()
@@ -258,28 +258,18 @@ fn a_log_going_round_the_journal_many_times_reopens_whole() {
         assert_eq!(log.log_end(), end);
         assert_dense(&log, end).await;
     });
-    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
 fn a_journaled_log_dropped_and_opened_again_has_every_acknowledged_record() {
-    let d = tmpdir("drop");
-    let data = d.clone();
-    run(move || async move {
-        crate::segment::prepare_direct_io(&data).await.unwrap();
-        let journal = Journal::open(&data, 0, 1).await.unwrap();
-        install(Some(journal.clone()));
+    with_journal("drop", FILE_BYTES, |data, _journal| async move {
         let dir = data.join("topics/t/0");
         let log = Rc::new(
             PartitionLog::open(&dir, LogConfig::default(), 0)
                 .await
                 .unwrap(),
         );
-        for round in 0..20 {
-            let (a, _) = log.append(&batches(4, 1000 + round), 0).await.unwrap();
-            log.durable_past(a.last_offset).await.unwrap();
-        }
-        let end = log.durable_end();
+        let end = append_acked(&log, 20, 4).await;
         // Acknowledged, in the journal, not yet in the segment: a group
         // slot handed over drops its log like this, and the node opens
         // it again later without a replay.
@@ -291,5 +281,4 @@ fn a_journaled_log_dropped_and_opened_again_has_every_acknowledged_record() {
         assert_dense(&log, end).await;
         install(None);
     });
-    let _ = std::fs::remove_dir_all(d);
 }
