@@ -124,7 +124,8 @@ pub struct Journal {
     file_bytes: u64,
     slots: [Slot; 2],
     inner: RefCell<Inner>,
-    /// Journal writes and their bytes (for the node's counters).
+    /// Journal writes and their bytes (what the tests check of group
+    /// commit; not yet in `/metrics`).
     writes: Cell<u64>,
     written_bytes: Cell<u64>,
 }

@@ -202,7 +202,6 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Seals every durable segment that is no longer the active one.
     /// Seals finished segments in a task of its own (one at a time), so
     /// no flusher, and no ack, waits for it.
     pub(super) fn seal_soon(self: &std::rc::Rc<Self>) {
@@ -226,6 +225,7 @@ impl PartitionLog {
         }
     }
 
+    /// Seals every durable segment that is no longer the active one.
     pub(super) async fn seal_inactive(&self) -> Result<(), StorageError> {
         // A journaled log's rolled segments are written out first.
         self.write_out(false).await?;

@@ -12,6 +12,7 @@ use crate::batch::{BatchHeader, BatchIter};
 use crate::segment::{align_up, log_path};
 use crate::StorageError;
 
+use crate::testing::flip_bit;
 use crate::testing::run_local as run;
 
 fn tmpdir(name: &str) -> PathBuf {
@@ -825,8 +826,6 @@ fn a_clean_stop_is_loaded_once_and_a_stale_or_damaged_state_is_not_trusted() {
         assert_eq!(clean_file(&d), PathBuf::new(), "no state left behind");
     });
 }
-
-use crate::testing::flip_bit;
 
 /// A log of 12 three-record batches in segments of at most 300 bytes,
 /// closed: the segments' bases.

@@ -24,11 +24,6 @@ impl Segment {
         debug_assert_eq!(self.staged.from + self.staged.len as u64, self.size);
     }
 
-    /// Bytes handed to flushes: the next flush's new bytes start here.
-    pub fn prepared_size(&self) -> u64 {
-        self.prepared_size
-    }
-
     /// Whether appended bytes are not yet durable.
     pub fn dirty(&self) -> bool {
         self.durable_size < self.size
