@@ -160,6 +160,13 @@ struct ServeArgs {
     /// device flush is cheap, it measured even (docs/durability.md).
     #[arg(env = "WEIR_JOURNAL", long)]
     journal: bool,
+    /// Write each piece of a shard's work that took 0.5 ms or more (a
+    /// flush, a roll, a produce request, the shard's own timer firing
+    /// late) to this file with its wall-clock time, to lay beside a
+    /// benchmark's slow records (`weir-bench e2e --timeline`,
+    /// `bench/tails.py`). Costs a 1 ms timer per shard.
+    #[arg(env = "WEIR_TIMELINE", long, value_name = "FILE")]
+    timeline: Option<std::path::PathBuf>,
     /// Create a topic the first time a client asks for it in Metadata.
     #[arg(env = "WEIR_AUTO_CREATE_TOPICS", long)]
     auto_create_topics: bool,
@@ -460,6 +467,7 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.replica_lag_time_max = Duration::from_millis(args.replica_lag_time_max_ms.max(100));
     cfg.replication_throttle_bytes = args.replication_throttle_bytes;
     cfg.journal = args.journal;
+    cfg.timeline = args.timeline.clone();
     cfg.groups.min_session_timeout = Duration::from_millis(args.group_min_session_timeout_ms);
     cfg.groups.max_session_timeout = Duration::from_millis(args.group_max_session_timeout_ms);
     cfg.groups.initial_rebalance_delay =

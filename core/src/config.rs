@@ -92,6 +92,9 @@ pub struct NodeConfig {
     /// write for all of them (`weir_storage::journal`); off (the
     /// default), each flush is its own O_DSYNC write.
     pub journal: bool,
+    /// Where the shards write down their slow work (`crate::timeline`);
+    /// `None`: nowhere.
+    pub timeline: Option<std::path::PathBuf>,
     /// Consumer group settings (session timeout bounds, initial delay).
     pub groups: crate::groups::group::GroupConfig,
     /// The role tokens (`auth`); none set and no user: sign-in is off.
@@ -270,6 +273,7 @@ impl NodeConfig {
             replica_lag_time_max: Duration::from_secs(30),
             replication_throttle_bytes: 100 << 20,
             journal: false,
+            timeline: None,
             spin_before_park: Duration::ZERO,
             groups: Default::default(),
             role_tokens: Default::default(),

@@ -30,6 +30,7 @@ pub mod cluster;
 pub mod config;
 pub mod counters;
 pub use weir_storage::crash_point;
+pub use weir_storage::timeline;
 pub mod error;
 pub mod groups;
 pub mod latency;

@@ -185,6 +185,7 @@ async fn write_answers(
         // wake-up inline, which is the client's time, not the node's.
         if let Some(t) = read_at {
             latency.produce(t.elapsed());
+            weir_core::timeline::note_since("produce", t, || peer.clone());
         }
         match within(timeout, outbound.write(&answer.chunks)).await {
             Some(Ok(())) => {}

@@ -15,6 +15,8 @@
 //! - [`log`]: a partition's segments, appends, group commit, reads, retention.
 //! - [`producer_state`]: idempotent producers' sequence numbers per partition.
 //! - [`crash_point`]: named points where a test makes the node abort.
+//! - [`timeline`]: the node's slow work, written down with its wall-clock
+//!   time (`--timeline`), to lay beside a benchmark's slow records.
 //! - `sim_disk` (tests only): a seeded disk under the log's writes that
 //!   reorders, fails and tears them, and takes crash images.
 //!
@@ -37,6 +39,7 @@ pub mod segment;
 pub(crate) mod sim_disk;
 #[doc(hidden)]
 pub mod testing;
+pub mod timeline;
 pub mod varint;
 
 pub use chunks::Chunks;

@@ -48,6 +48,8 @@ struct Launch {
     cluster: Option<crate::cluster::Control>,
     /// Where the shards' journals start counting (above what replay saw).
     journal_seq: u64,
+    /// Where each shard writes down its slow work (`--timeline`).
+    timeline: Option<crate::timeline::Sink>,
 }
 
 /// Starts `config.shards` executors, pinned one per core, each opening the
@@ -98,6 +100,10 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
     let hearts = Hearts::new(config.shards);
     let stopping = Arc::new(AtomicBool::new(false));
     let watchdog = crate::watchdog::spawn(hearts.clone(), stopping.clone())?;
+    let timeline = match &config.timeline {
+        Some(path) => Some(crate::timeline::Sink::open(path)?),
+        None => None,
+    };
     let launch = Launch {
         mesh: MeshBuilder::full(config.shards, config.mesh_capacity),
         config: Arc::new(config),
@@ -110,6 +116,7 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
         hearts: hearts.clone(),
         cluster: control.clone(),
         journal_seq: first_seq,
+        timeline,
     };
     let mut handles = Vec::new();
     for id in 0..launch.config.shards {

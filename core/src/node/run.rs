@@ -4,8 +4,9 @@
 //! the tick (heartbeat, groups, transactions, retention) and stop.
 
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use glommio::channels::channel_mesh::Receivers;
 use glommio::Task;
@@ -102,6 +103,10 @@ async fn open(id: usize, launch: &Launch) -> Result<(Rc<Shard>, Vec<Task<()>>), 
         false => None,
     };
     weir_storage::journal::install(journal);
+    if let Some(sink) = &launch.timeline {
+        crate::timeline::install(id, sink.clone());
+        late_probe(launch.stopping.clone()).detach();
+    }
     let groups = Coordinator::open(&config.data_dir, id, config.shards, config.groups)
         .await
         .map_err(|e| format!("shard {id}: opening the group log: {e}"))?;
@@ -281,6 +286,39 @@ fn in_background(name: &str, work: impl std::future::Future<Output = ()> + 'stat
         name,
     );
     glommio::spawn_local_into(work, queue).expect("a background task queue")
+}
+
+/// With a timeline: a 1 ms timer whose lateness is written down (`late`),
+/// with what the thread did meanwhile (`/proc/thread-self/schedstat`): ran
+/// (`on-cpu`: the shard's own long work), waited for a CPU (`run-queue`:
+/// the machine's scheduler), or neither (it slept: a blocking call, or a
+/// wake-up that came late).
+fn late_probe(stopping: Arc<AtomicBool>) -> Task<()> {
+    const EVERY: Duration = Duration::from_millis(1);
+    glommio::spawn_local(async move {
+        use std::os::unix::fs::FileExt;
+        let stat = std::fs::File::open("/proc/thread-self/schedstat").ok();
+        // The nanoseconds this thread has run, and waited on a run queue.
+        let sample = || -> (u64, u64) {
+            let mut buf = [0u8; 96];
+            let n = stat.as_ref().and_then(|f| f.read_at(&mut buf, 0).ok());
+            let text = std::str::from_utf8(&buf[..n.unwrap_or(0)]).unwrap_or("");
+            let mut fields = text.split_whitespace().map(|w| w.parse().unwrap_or(0));
+            (fields.next().unwrap_or(0), fields.next().unwrap_or(0))
+        };
+        let mut before = sample();
+        while !stopping.load(Ordering::Relaxed) {
+            let due = Instant::now() + EVERY;
+            glommio::timer::sleep(EVERY).await;
+            let late = due.elapsed();
+            let now = sample();
+            let (ran, queued) = (now.0.saturating_sub(before.0), now.1.saturating_sub(before.1));
+            before = now;
+            crate::timeline::note("late", due, late, || {
+                format!("on-cpu {} us run-queue {} us", ran / 1000, queued / 1000)
+            });
+        }
+    })
 }
 
 /// Beats the shard's heart and does its periodic work until the node

@@ -629,11 +629,16 @@ impl Shard {
                 return;
             }
             let started = std::time::Instant::now();
-            match p
+            let outcome = p
                 .log
                 .compact(now_ms(), self.config.compaction_map_bytes)
-                .await
-            {
+                .await;
+            if matches!(&outcome, Ok(Some(done)) if done.segments_in > 0) {
+                crate::timeline::note_since("compaction", started, || {
+                    format!("{}-{}", p.topic, p.index)
+                });
+            }
+            match outcome {
                 Ok(Some(done)) if done.segments_in > 0 => {
                     // Cached batches below what was cleaned would show
                     // readers from the start what compaction removed.

@@ -336,7 +336,10 @@ impl Journal {
             inner.active_logs.extend(logs);
             (inner.active, inner.pos, waiters)
         };
-        let result = match file.write_at(buf, pos).await {
+        let started = std::time::Instant::now();
+        let written = file.write_at(buf, pos).await;
+        crate::timeline::note_since("journal_write", started, || format!("{len} bytes"));
+        let result = match written {
             Ok(n) if n as u64 == len => Ok(()),
             Ok(n) => Err(format!("short write ({n} of {len} bytes)")),
             Err(e) => Err(e.to_string()),

@@ -192,6 +192,7 @@ impl PartitionLog {
             }
             st.next_offset
         };
+        let started = std::time::Instant::now();
         // The producer state as of the new segment's base, so recovery needs
         // to scan only the active segment. Written before the segment exists.
         let snapshot = self.producers.borrow().encode();
@@ -199,6 +200,9 @@ impl PartitionLog {
         sync_dir(&self.dir)?;
         let seg = Segment::create(&self.dir, base, now_ms).await?;
         self.state.borrow_mut().segments.insert(base, seg);
+        crate::timeline::note_since("roll", started, || {
+            format!("{} segment {base}", self.dir.display())
+        });
         Ok(())
     }
 
@@ -251,7 +255,11 @@ impl PartitionLog {
             // The segment stays in place (readers use it) while its files
             // are finished.
             let job = self.state.borrow().segments[&base].seal_job();
+            let started = std::time::Instant::now();
             job.await?;
+            crate::timeline::note_since("seal", started, || {
+                format!("{} segment {base}", self.dir.display())
+            });
             // Synced whole: the journal's records of it are not replayed
             // (compaction may rewrite it once sealed).
             if let Some(journal) = &self.journal {

@@ -151,8 +151,19 @@ impl PartitionLog {
             wait: (t1 - t0) + zeros_wait,
             write: t1.elapsed().saturating_sub(zeros_wait),
         };
+        self.note_flush(t0, &times, self.last_flush_bytes.get());
         self.flight_landed(id);
         Ok((self.durable_end(), Some(times)))
+    }
+
+    /// Puts a slow flush on the node's timeline (`crate::timeline`).
+    pub(super) fn note_flush(&self, started: std::time::Instant, times: &FlushTimes, bytes: u64) {
+        crate::timeline::note("flush_wait", started, times.wait, || {
+            format!("{} {bytes} bytes", self.dir.display())
+        });
+        crate::timeline::note("flush_write", started + times.wait, times.write, || {
+            format!("{} {bytes} bytes", self.dir.display())
+        });
     }
 
     /// Waits until every flight prepared before `id` has landed (or failed).
