@@ -212,6 +212,12 @@ struct ServeArgs {
     /// of the node's CPU under produce load).
     #[arg(env = "WEIR_RELEASE_FREED_MEMORY_MS", long, value_name = "MS")]
     release_freed_memory_ms: Option<u64>,
+    /// Let the kernel back the node's memory with transparent huge pages
+    /// where the system enables them. Off by default: a shard's first
+    /// touch of each 2 MiB page stops it while the kernel clears the page,
+    /// 30–80 ms on this project's VM (`allocator::huge_pages`).
+    #[arg(env = "WEIR_TRANSPARENT_HUGE_PAGES", long)]
+    transparent_huge_pages: bool,
     /// Bytes of rows one SQL SELECT may gather from a table (estimated),
     /// split between its partitions; past it the statement is refused.
     #[arg(env = "WEIR_SQL_MAX_SCAN_BYTES", long, default_value_t = 1 << 30)]
@@ -683,6 +689,7 @@ fn run_sql(args: SqlArgs) {
 fn serve(args: ServeArgs) {
     // Said once the node serves: a start-up failure is one line.
     let memory = allocator::release_freed_memory_after(args.release_freed_memory_ms);
+    let huge_pages = allocator::huge_pages(args.transparent_huge_pages);
     let cfg = match tls(&args)
         .and_then(|tls| Ok((tls, peer_tls(&args)?)))
         .and_then(|tls| Ok((config(args)?, tls)))
@@ -709,6 +716,7 @@ fn serve(args: ServeArgs) {
     };
     log::info!("weir serving Kafka on {kafka} and HTTP on {http}{over} with {shards} shard(s)");
     log::info!("{memory}");
+    log::info!("{huge_pages}");
     match files {
         Ok(line) => log::info!("{line}"),
         Err(line) => log::warn!("{line}"),

@@ -15,6 +15,7 @@
 //! - [`log`]: a partition's segments, appends, group commit, reads, retention.
 //! - [`producer_state`]: idempotent producers' sequence numbers per partition.
 //! - [`crash_point`]: named points where a test makes the node abort.
+//! - [`trash`]: directories removed on a thread of their own.
 //! - [`timeline`]: the node's slow work, written down with its wall-clock
 //!   time (`--timeline`), to lay beside a benchmark's slow records.
 //! - `sim_disk` (tests only): a seeded disk under the log's writes that
@@ -40,6 +41,7 @@ pub(crate) mod sim_disk;
 #[doc(hidden)]
 pub mod testing;
 pub mod timeline;
+pub mod trash;
 pub mod varint;
 
 pub use chunks::Chunks;

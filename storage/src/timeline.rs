@@ -87,7 +87,12 @@ pub fn enabled() -> bool {
 /// Writes down work of `kind` that began at `started` and lasted
 /// `duration`, if that is at least `MIN` and a timeline is installed;
 /// `detail` is made only then.
-pub fn note(kind: &'static str, started: Instant, duration: Duration, detail: impl FnOnce() -> String) {
+pub fn note(
+    kind: &'static str,
+    started: Instant,
+    duration: Duration,
+    detail: impl FnOnce() -> String,
+) {
     if duration < MIN {
         return;
     }

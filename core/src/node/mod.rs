@@ -118,6 +118,8 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
         journal_seq: first_seq,
         timeline,
     };
+    // What a crash left of deleted topics goes now, off every shard.
+    weir_storage::trash::empty_soon(&launch.config.data_dir);
     let mut handles = Vec::new();
     for id in 0..launch.config.shards {
         let shard = launch.clone();

@@ -312,7 +312,10 @@ fn late_probe(stopping: Arc<AtomicBool>) -> Task<()> {
             glommio::timer::sleep(EVERY).await;
             let late = due.elapsed();
             let now = sample();
-            let (ran, queued) = (now.0.saturating_sub(before.0), now.1.saturating_sub(before.1));
+            let (ran, queued) = (
+                now.0.saturating_sub(before.0),
+                now.1.saturating_sub(before.1),
+            );
             before = now;
             crate::timeline::note("late", due, late, || {
                 format!("on-cpu {} us run-queue {} us", ran / 1000, queued / 1000)

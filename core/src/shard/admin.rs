@@ -670,11 +670,11 @@ impl Shard {
         // directories go too (only those the previous catalog named).
         for t in old.topics.values() {
             if cat.topic(&t.name).map(|n| n.id) != Some(t.id) {
+                // Out of its place now, its files removed on a thread of
+                // their own: unlinking gigabytes here held this shard.
                 let dir = t.topic_dir(&self.config.data_dir);
-                match std::fs::remove_dir_all(&dir) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => log::warn!("removing {}: {e}", dir.display()),
+                if let Err(e) = weir_storage::trash::remove_later(&self.config.data_dir, &dir) {
+                    log::warn!("removing {}: {e}", dir.display());
                 }
             }
         }

@@ -60,7 +60,11 @@ impl PartitionLog {
         zeros.as_bytes_mut().fill(0);
         // Durable when it completes (O_DSYNC): the new extents are written
         // here, not by the next flush (in a produce's path).
+        let started = std::time::Instant::now();
         let r = write_whole(&file, zeros, from).await;
+        crate::timeline::note_since("zeros", started, || {
+            format!("{} segment {base} {from}..{to}", self.dir.display())
+        });
         self.zeroing.set(None);
         drop(zero);
         if let Err(e) = r {

@@ -121,7 +121,12 @@ impl PartitionLog {
                 // Allocate ahead so most writes neither allocate blocks nor
                 // change the file's size (which each sync would then have
                 // to write). Recovery stops at the zeros past the end.
-                match file.pre_allocate(to, false).await {
+                let started = std::time::Instant::now();
+                let allocated = file.pre_allocate(to, false).await;
+                crate::timeline::note_since("preallocate", started, || {
+                    format!("{} segment {base} to {to}", self.dir.display())
+                });
+                match allocated {
                     Ok(()) => {
                         if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
                             seg.allocated_to(to);

@@ -78,7 +78,10 @@ impl PartitionLog {
             wait: t1 - t0,
             write: t1.elapsed(),
         };
-        let bytes = parts.iter().flat_map(|p| p.2.iter()).map(|b| b.len() as u64);
+        let bytes = parts
+            .iter()
+            .flat_map(|p| p.2.iter())
+            .map(|b| b.len() as u64);
         self.note_flush(t0, &times, bytes.sum());
         self.flight_landed(id);
         // A log the journal's checkpoints cannot reach (never flushed

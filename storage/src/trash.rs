@@ -1,0 +1,124 @@
+//! Directories removed without holding a shard: renamed into the data
+//! directory's `trash/` (one rename) and removed there by a plain thread.
+//!
+//! Why: removing a deleted topic is an unlink and an extent free per
+//! segment (and, on a file system mounted with `discard`, device discards
+//! that delay the syncs issued meanwhile). Done on the catalog shard's
+//! thread, it held every partition of that shard for as long as it took.
+//! A crash before the thread is done leaves the rest in `trash/`, which
+//! the next start empties.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Where directories wait to be removed.
+pub fn trash_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("trash")
+}
+
+/// Moves `dir` into the trash and has it removed in the background; a
+/// `dir` that does not exist is already gone.
+pub fn remove_later(data_dir: &Path, dir: &Path) -> std::io::Result<()> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let trash = trash_dir(data_dir);
+    std::fs::create_dir_all(&trash)?;
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let to = trash.join(format!(
+        "{name}.{}.{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    match std::fs::rename(dir, &to) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    empty_soon(data_dir);
+    Ok(())
+}
+
+/// Empties the trash on a thread of its own (one at a time: a call while
+/// one runs makes it look again when done).
+pub fn empty_soon(data_dir: &Path) {
+    // (running, look again)
+    static STATE: Mutex<(bool, bool)> = Mutex::new((false, false));
+    {
+        let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        if st.0 {
+            st.1 = true;
+            return;
+        }
+        *st = (true, false);
+    }
+    let trash = trash_dir(data_dir);
+    let spawned = std::thread::Builder::new()
+        .name("weir-trash".into())
+        .spawn(move || loop {
+            empty(&trash);
+            let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+            if !st.1 {
+                st.0 = false;
+                return;
+            }
+            st.1 = false;
+        });
+    if let Err(e) = spawned {
+        log::warn!("cannot start the thread that empties the trash: {e}; emptying it here");
+        empty(&trash_dir(data_dir));
+        *STATE.lock().unwrap_or_else(|e| e.into_inner()) = (false, false);
+    }
+}
+
+/// Removes everything in `trash`.
+fn empty(trash: &Path) {
+    let Ok(entries) = std::fs::read_dir(trash) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let removed = match entry.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+        if let Err(e) = removed {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                log::warn!("removing {}: {e}", path.display());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_removed_directory_is_gone_at_once_and_emptied_later() {
+        let data = std::env::temp_dir().join(format!("weir-trash-{}", std::process::id()));
+        let topic = data.join("topics").join("t~1");
+        std::fs::create_dir_all(topic.join("0")).unwrap();
+        std::fs::write(topic.join("0").join("0.log"), vec![7u8; 1 << 20]).unwrap();
+        remove_later(&data, &topic).unwrap();
+        assert!(
+            !topic.exists(),
+            "the topic's directory left its place at once"
+        );
+        // Removing what is gone already is not an error.
+        remove_later(&data, &topic).unwrap();
+        // The thread empties the trash; bounded wait for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::fs::read_dir(trash_dir(&data))
+            .unwrap()
+            .next()
+            .is_some()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the trash was not emptied"
+            );
+            std::thread::yield_now();
+        }
+        std::fs::remove_dir_all(&data).unwrap();
+    }
+}
