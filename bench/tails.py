@@ -9,7 +9,9 @@ A record is slow when its send-to-receipt latency is above --slow-us
 (default: 3 × the run's p99, the issue's bound for p99.9). Slow records
 whose [send, receipt] spans overlap form one episode; each episode is laid
 beside the node's events (`weir_storage::timeline`) that overlap it and
-given the cause whose events cover most of it:
+given the cause whose events cover most of it (a shard that was late, or
+a roll, seal or compaction, for 1 ms or more of it before the device: a
+write also looks slow while its shard does not run to reap it):
 
   device      a flush's or the journal's write took long (flush_write,
               journal_write): the disk, or the shard not reaping it
@@ -130,7 +132,12 @@ def main():
             c = cause_of(kind, detail, ee - es)
             if c:
                 cover[c] = cover.get(c, 0) + overlap
-        cause = max(cover, key=cover.get) if cover else "outside"
+        # A write looks slow too while its shard does not run to reap it:
+        # a shard that was late (or a roll, seal or compaction) explains
+        # the episode before the device does.
+        first = {c: v for c, v in cover.items() if c != "device" and v >= 1_000_000}
+        pick = first or cover
+        cause = max(pick, key=pick.get) if pick else "outside"
         recs = e["records"]
         worst = max(r[3] - r[1] for r in recs)
         ack = max(r[2] - r[1] for r in recs)
