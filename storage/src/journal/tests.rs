@@ -282,3 +282,54 @@ fn a_journaled_log_dropped_and_opened_again_has_every_acknowledged_record() {
         install(None);
     });
 }
+
+#[test]
+fn a_segment_that_cannot_be_written_fails_the_log_until_it_can() {
+    use crate::sim_disk::SimDisk;
+    with_journal("write-out-fails", FILE_BYTES, |data, _journal| async move {
+        let dir = data.join("topics/t/0");
+        let config = LogConfig {
+            segment_bytes: 64 << 10,
+            ..LogConfig::default()
+        };
+        let log = Rc::new(PartitionLog::open(&dir, config, 0).await.unwrap());
+        // Every segment write fails from here (the journal's own writes
+        // do not go through the simulated disk).
+        let _disk = SimDisk::install(7, &dir, &data.join("image"), u64::MAX, 1);
+        let mut acked = 0;
+        let refused = loop {
+            assert!(acked < 10_000, "the log never failed");
+            match log.append(&batches(20, 1000), 0).await {
+                Ok((a, _)) => {
+                    log.durable_past(a.last_offset).await.unwrap();
+                    acked = a.last_offset + 1;
+                }
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(refused.contains("simulated I/O error"), "{refused}");
+        // The disk heals; the write is tried again each second and the
+        // log takes appends once it worked.
+        SimDisk::remove();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let end = loop {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the log stayed failed"
+            );
+            if let Ok((a, _)) = log.append(&batches(20, 2000), 0).await {
+                log.durable_past(a.last_offset).await.unwrap();
+                break a.last_offset + 1;
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        assert!(end > acked);
+        drop(log);
+        let log = PartitionLog::open(&dir, LogConfig::default(), 0)
+            .await
+            .unwrap();
+        assert_eq!(log.log_end(), end);
+        assert_dense(&log, end).await;
+        install(None);
+    });
+}

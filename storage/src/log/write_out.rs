@@ -16,6 +16,8 @@ use crate::StorageError;
 
 /// A journaled partition writes its segment once this much waits.
 pub(super) const WRITE_OUT_BYTES: u64 = 256 << 10;
+/// How long a failed segment write waits before it is tried again.
+const WRITE_OUT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl PartitionLog {
     /// Lets the shard's journal reach this log at its checkpoints.
@@ -101,13 +103,37 @@ impl PartitionLog {
         self.writing_out.set(true);
         let log = self.clone();
         glommio::spawn_local(async move {
-            if let Err(e) = log.write_out(false).await {
-                log::warn!("{}", e);
+            // A segment that cannot be written fails the log, as a failing
+            // flush does without a journal: appends are refused (what was
+            // acknowledged is in the journal), and the write is tried again
+            // each second until it works.
+            let mut failed = None;
+            while let Err(e) = log.write_out(false).await {
+                let why = match e {
+                    StorageError::Io(why) => why,
+                    other => other.to_string(),
+                };
+                log.fail(why.clone());
+                failed = Some(why);
+                glommio::timer::sleep(WRITE_OUT_RETRY).await;
+            }
+            if let Some(why) = failed {
+                log.clear_failure(&why);
             }
             log.writing_out.set(false);
             log.seal_soon();
         })
         .detach();
+    }
+
+    /// Clears the log's failure if it is still `why` (a write that works
+    /// again; another failure since stays).
+    fn clear_failure(&self, why: &str) {
+        let mut st = self.state.borrow_mut();
+        if st.failed.as_deref() == Some(why) {
+            log::info!("{}: segment writes work again", self.dir.display());
+            st.failed = None;
+        }
     }
 
     /// Whether a segment waits for `write_out` (`all`: any byte at all).
