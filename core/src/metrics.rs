@@ -682,6 +682,20 @@ impl Scrape {
         )?;
         counter(
             enc,
+            "weir_journal_writes",
+            "The shard journal's writes (--journal), each one O_DSYNC write carrying every flush handed over meanwhile.",
+            None,
+            self.per_shard(&|r| r.journal_writes),
+        )?;
+        counter(
+            enc,
+            "weir_journal_written",
+            "Bytes the shard journal's writes wrote (--journal).",
+            Some(Unit::Bytes),
+            self.per_shard(&|r| r.journal_written_bytes),
+        )?;
+        counter(
+            enc,
             "weir_shard_busy",
             "Time the shard's executor spent running tasks.",
             Some(Unit::Seconds),

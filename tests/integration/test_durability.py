@@ -1,6 +1,8 @@
 """Restarts and crashes: nothing acknowledged is lost."""
+import re
 import threading
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import Producer
@@ -93,6 +95,15 @@ def test_a_stop_under_acks_all_load_loses_nothing_acknowledged(make_node, tmp_pa
     t = threading.Thread(target=produce)
     t.start()
     assert enough.wait(60), "the producer did not get 20,000 acks"
+    if journal:
+        # The journal carried them: its counters in /metrics (per shard)
+        # hold at least the acknowledged bytes.
+        with urllib.request.urlopen(n.http + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        writes = sum(float(v) for v in re.findall(r"^weir_journal_writes_total\{[^}]*\} (\S+)$", text, re.M))
+        written = sum(float(v) for v in re.findall(r"^weir_journal_written_bytes_total\{[^}]*\} (\S+)$", text, re.M))
+        assert writes > 0, "no journal write in /metrics"
+        assert written >= 20_000 * 1000, f"the journal wrote {written} bytes for 20,000 acknowledged 1 KB records"
     if how == "kill":
         n.kill()  # SIGKILL while the producer keeps sending
     else:

@@ -99,6 +99,10 @@ pub struct ShardReport {
     /// Times the watchdog found this shard asleep past its heartbeat and
     /// woke it (a lost wake-up; see `watchdog`).
     pub lost_wakeups: u64,
+    /// The shard journal's writes and the bytes they wrote (`--journal`;
+    /// 0 without it).
+    pub journal_writes: u64,
+    pub journal_written_bytes: u64,
     pub latency_us: crate::latency::LatencyReport,
 }
 
@@ -300,6 +304,8 @@ impl Shard {
 
     /// This shard's counters.
     pub fn report(&self) -> ShardReport {
+        // Runs on this shard's thread, whose journal is the installed one.
+        let journal = weir_storage::journal::current().map_or((0, 0), |j| j.counters());
         ShardReport {
             shard: self.id,
             partitions: self.partition_count(),
@@ -309,6 +315,8 @@ impl Shard {
             request_memory: self.request_memory.report(),
             answer_memory: self.answer_memory.report(),
             lost_wakeups: self.hearts.woken(self.id),
+            journal_writes: journal.0,
+            journal_written_bytes: journal.1,
             latency_us: self.stats.latency.report(),
         }
     }
