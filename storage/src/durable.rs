@@ -64,6 +64,23 @@ pub async fn write_small_file(path: &Path, data: Vec<u8>) -> Result<(), StorageE
     Ok(())
 }
 
+/// Makes a directory's entries durable through io_uring (an fsync of the
+/// directory in the ring, the vendored glommio's `BufferedFile::fsync`):
+/// the shard's thread goes on serving meanwhile. The append path's syncs
+/// (a segment roll) use this one; a sync that is rare and off that path
+/// may use the blocking `sync_dir`.
+pub async fn sync_dir_in_ring(dir: &Path) -> Result<(), StorageError> {
+    let ctx = || format!("syncing directory {}", dir.display());
+    let d = OpenOptions::new()
+        .read(true)
+        .buffered_open(dir)
+        .await
+        .map_err(|e| StorageError::io(ctx(), e))?;
+    let synced = d.fsync().await.map_err(|e| StorageError::io(ctx(), e));
+    let closed = d.close().await.map_err(|e| StorageError::io(ctx(), e));
+    synced.and(closed)
+}
+
 /// Makes a directory's entries durable (after creating or removing a file).
 pub fn sync_dir(dir: &Path) -> Result<(), StorageError> {
     std::fs::File::open(dir)
@@ -86,6 +103,20 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("thing.json")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    #[test]
+    fn a_directory_syncs_in_the_ring_and_a_missing_one_is_named() {
+        let dir = std::env::temp_dir().join(format!("weir-dirsync-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("new-file"), b"x").unwrap();
+        let d = dir.clone();
+        crate::testing::run_local(move || async move {
+            super::sync_dir_in_ring(&d).await.unwrap();
+            let missing = d.join("no-such-directory");
+            let err = super::sync_dir_in_ring(&missing).await.unwrap_err();
+            assert!(err.to_string().contains("no-such-directory"), "{err}");
+        });
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -324,6 +324,10 @@ fn a_segment_that_cannot_be_written_fails_the_log_until_it_can() {
             glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
         };
         assert!(end > acked);
+        // Closed as the node closes a partition it stops serving (a
+        // retry may still hold the log for a moment: a drop alone would
+        // leave it open beside the one opened below).
+        log.close().await.unwrap();
         drop(log);
         let log = PartitionLog::open(&dir, LogConfig::default(), 0)
             .await

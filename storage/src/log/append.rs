@@ -3,7 +3,7 @@
 
 use crate::batch::{assign_offset_in_epoch, control_marker, BatchHeader};
 use crate::chunks::Chunks;
-use crate::durable::{sync_dir, write_small_file};
+use crate::durable::{sync_dir_in_ring, write_small_file};
 use crate::producer_state::SequenceCheck;
 use crate::segment::{snapshot_path, Segment};
 use crate::StorageError;
@@ -197,7 +197,7 @@ impl PartitionLog {
         // to scan only the active segment. Written before the segment exists.
         let snapshot = self.producers.borrow().encode();
         write_small_file(&snapshot_path(&self.dir, base), snapshot).await?;
-        sync_dir(&self.dir)?;
+        sync_dir_in_ring(&self.dir).await?;
         let seg = Segment::create(&self.dir, base, now_ms).await?;
         self.state.borrow_mut().segments.insert(base, seg);
         crate::timeline::note_since("roll", started, || {

@@ -583,7 +583,7 @@ impl PartitionLog {
             )
         };
         write_small_file(&path, state).await?;
-        crate::durable::sync_dir(&self.dir)
+        crate::durable::sync_dir_in_ring(&self.dir).await
     }
 
     /// Syncs the segments not yet sealed (with a journal, their writes

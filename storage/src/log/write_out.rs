@@ -101,27 +101,40 @@ impl PartitionLog {
             return;
         }
         self.writing_out.set(true);
-        let log = self.clone();
+        // Weak between tries: a log its owner dropped (a partition moved,
+        // a group slot handed over) ends here, and its drop writes out
+        // what waits; a task holding it would keep it alive beside the
+        // log opened again in its place.
+        let weak = Rc::downgrade(self);
         glommio::spawn_local(async move {
             // A segment that cannot be written fails the log, as a failing
             // flush does without a journal: appends are refused (what was
             // acknowledged is in the journal), and the write is tried again
             // each second until it works.
-            let mut failed = None;
-            while let Err(e) = log.write_out(false).await {
-                let why = match e {
-                    StorageError::Io(why) => why,
-                    other => other.to_string(),
-                };
-                log.fail(why.clone());
-                failed = Some(why);
+            let mut failed: Option<String> = None;
+            loop {
+                let Some(log) = weak.upgrade() else { return };
+                match log.write_out(false).await {
+                    Ok(()) => {
+                        if let Some(why) = &failed {
+                            log.clear_failure(why);
+                        }
+                        log.writing_out.set(false);
+                        log.seal_soon();
+                        return;
+                    }
+                    Err(e) => {
+                        let why = match e {
+                            StorageError::Io(why) => why,
+                            other => other.to_string(),
+                        };
+                        log.fail(why.clone());
+                        failed = Some(why);
+                    }
+                }
+                drop(log);
                 glommio::timer::sleep(WRITE_OUT_RETRY).await;
             }
-            if let Some(why) = failed {
-                log.clear_failure(&why);
-            }
-            log.writing_out.set(false);
-            log.seal_soon();
         })
         .detach();
     }

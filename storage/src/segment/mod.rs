@@ -30,7 +30,7 @@ use std::rc::Rc;
 use glommio::io::{DmaFile, OpenOptions};
 
 use crate::batch::BatchHeader;
-use crate::durable::sync_dir;
+use crate::durable::sync_dir_in_ring;
 use crate::index::{OffsetIndex, TimeIndex, INDEX_INTERVAL_BYTES};
 use crate::StorageError;
 
@@ -212,7 +212,7 @@ impl Segment {
     pub async fn create(dir: &Path, base: i64, now_ms: i64) -> Result<Segment, StorageError> {
         let path = log_path(dir, base);
         let file = Self::open_file(&path, true).await?;
-        sync_dir(dir)?;
+        sync_dir_in_ring(dir).await?;
         Ok(Segment::empty(dir, base, file, now_ms))
     }
 

@@ -642,6 +642,14 @@ impl Reactor {
         source
     }
 
+    // weir: a full fsync through the ring (the source type is fdatasync's:
+    // the same kind of request to the reactor).
+    pub(crate) fn fsync(&self, raw: RawFd) -> Source {
+        let source = self.new_source(raw, SourceType::FdataSync, None);
+        self.sys.fsync(&source);
+        source
+    }
+
     pub(crate) fn fallocate(
         &self,
         raw: RawFd,

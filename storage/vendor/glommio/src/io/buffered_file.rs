@@ -193,6 +193,12 @@ impl BufferedFile {
         self.file.fdatasync().await.map_err(Into::into)
     }
 
+    /// Issues `fsync` for the underlying file through io_uring: data and
+    /// metadata (for a directory, its entries). Added for weir.
+    pub async fn fsync(&self) -> Result<()> {
+        self.file.fsync().await.map_err(Into::into)
+    }
+
     /// Erases a range from the file without changing the size. Check the man
     /// page for [`fallocate`] for a list of the supported filesystems.
     /// Partial blocks are zeroed while whole blocks are simply unmapped

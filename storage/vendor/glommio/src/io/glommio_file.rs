@@ -288,6 +288,20 @@ impl GlommioFile {
         Ok(())
     }
 
+    // weir: a full fsync through the ring.
+    pub(crate) async fn fsync(&self) -> Result<()> {
+        let source = self.reactor.upgrade().unwrap().fsync(self.as_raw_fd());
+        source.collect_rw().await.map_err(|source| {
+            GlommioError::create_enhanced(
+                source,
+                "Syncing",
+                self.path.borrow().as_ref(),
+                Some(self.as_raw_fd()),
+            )
+        })?;
+        Ok(())
+    }
+
     pub(crate) async fn remove(&self) -> Result<()> {
         let path = self.path_required("remove")?.to_owned();
         let source = self.reactor.upgrade().unwrap().remove_file(&*path).await;

@@ -66,6 +66,8 @@ enum UringOpDescriptor {
     Open(*const u8, libc::c_int, u32),
     Close,
     FDataSync,
+    // weir: a full fsync (a directory's entries), not only fdatasync.
+    FSync,
     Connect(*const SockaddrStorage),
     LinkTimeout(*const uring_sys::__kernel_timespec),
     Accept(*mut SockAddrStorage),
@@ -317,6 +319,9 @@ fn fill_sqe<F>(
             }
             UringOpDescriptor::FDataSync => {
                 sqe.prep_fsync(op.fd, FsyncFlags::FSYNC_DATASYNC);
+            }
+            UringOpDescriptor::FSync => {
+                sqe.prep_fsync(op.fd, FsyncFlags::empty());
             }
             UringOpDescriptor::Connect(addr) => {
                 sqe.prep_connect(op.fd, &*addr);
@@ -1543,6 +1548,16 @@ impl Reactor {
             &mut *self.ring_for_source(source),
             source,
             UringOpDescriptor::FDataSync,
+            &mut self.source_map.borrow_mut(),
+        );
+    }
+
+    // weir: IORING_OP_FSYNC without the datasync flag.
+    pub(crate) fn fsync(&self, source: &Source) {
+        queue_request_into_ring(
+            &mut *self.ring_for_source(source),
+            source,
+            UringOpDescriptor::FSync,
             &mut self.source_map.borrow_mut(),
         );
     }
