@@ -26,6 +26,8 @@ write also looks slow while its shard does not run to reap it):
   asleep      the timer fired late while the thread neither ran nor
               waited for a CPU: it slept in a blocking call, or its
               wake-up came late
+  node        only the node's produce requests (or flush waits) overlap:
+              the node was slow, by nothing it wrote down
   outside     nothing of the node's overlaps: the client, its threads'
               scheduling, or the network stack
 
@@ -46,7 +48,10 @@ def read_client(path):
                 continue
             if line.startswith("#"):
                 continue
-            i, sent, acked, got = map(int, line.split())
+            try:
+                i, sent, acked, got = map(int, line.split())
+            except ValueError:
+                continue  # a line cut short
             rows.append((i, sent, acked, got))
     if epoch is None:
         sys.exit(f"{path}: no '# epoch_unix_ns' line (weir-bench from before tails.py?)")
@@ -60,7 +65,10 @@ def read_node(path, epoch):
             if line.startswith("#") or not line.strip():
                 continue
             parts = line.rstrip("\n").split(" ", 4)
-            shard, kind, start, dur = int(parts[0]), parts[1], int(parts[2]), int(parts[3])
+            try:
+                shard, kind, start, dur = int(parts[0]), parts[1], int(parts[2]), int(parts[3])
+            except (IndexError, ValueError):
+                continue  # a line the node was still writing
             detail = parts[4] if len(parts) > 4 else ""
             start -= epoch
             events.append((start, start + dur, shard, kind, detail))
@@ -69,7 +77,7 @@ def read_node(path, epoch):
 
 
 def cause_of(kind, detail, dur):
-    if kind in ("flush_write", "journal_write"):
+    if kind in ("flush_write", "journal_write", "zeros", "preallocate"):
         return "device"
     if kind in ("roll", "seal", "compaction"):
         return kind
@@ -102,6 +110,8 @@ def main():
     a = ap.parse_args()
     epoch, rows = read_client(a.client)
     events = read_node(a.node, epoch)
+    if not rows:
+        sys.exit(f"{a.client}: no records")
     lat = sorted(got - sent for _, sent, _, got in rows)
     p99, p999 = percentile(lat, 0.99), percentile(lat, 0.999)
     slow_ns = a.slow_us * 1000 if a.slow_us else 3 * p99
@@ -137,7 +147,12 @@ def main():
         # the episode before the device does.
         first = {c: v for c, v in cover.items() if c != "device" and v >= 1_000_000}
         pick = first or cover
-        cause = max(pick, key=pick.get) if pick else "outside"
+        if pick:
+            cause = max(pick, key=pick.get)
+        elif seen:
+            cause = "node"  # only produce requests or flush waits: slow, cause not seen
+        else:
+            cause = "outside"
         recs = e["records"]
         worst = max(r[3] - r[1] for r in recs)
         ack = max(r[2] - r[1] for r in recs)

@@ -127,7 +127,7 @@ const DEFAULT_PURGE_DELAY_MS: c_long = 1000;
 /// a fresh node stopped 30–80 ms at a time, 97% of those stops'
 /// samples in `clear_page_erms` (this project's VM, where the host backs
 /// each page on first touch too), and a fresh node's first e2e run at
-/// 20,000 records/s had a p99 of 45–84 ms against 2–3 ms once warm. With
+/// 20,000 records/s had a p99 of 42–84 ms against 2–3 ms once warm. With
 /// 4 KiB pages the same clearing comes a page at a time.
 pub fn huge_pages(allowed: bool) -> String {
     if allowed {
@@ -135,7 +135,8 @@ pub fn huge_pages(allowed: bool) -> String {
     }
     // SAFETY: prctl with PR_SET_THP_DISABLE takes plain integers and
     // affects only this process (and children it forks).
-    match unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } {
+    let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
+    match unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, on, unused, unused, unused) } {
         0 => "transparent huge pages: off for this process".into(),
         _ => format!(
             "transparent huge pages: could not turn them off ({})",

@@ -6,10 +6,11 @@
 //!
 //! A line is `shard kind start_unix_ns duration_ns detail`. Kinds:
 //! `flush_write` and `flush_wait` (a partition flush's device write, and
-//! its wait for an earlier write), `roll`, `seal`, `journal_write`,
-//! `produce` (a produce request from its read to its answer), `late` (the
-//! shard's 1 ms probe timer fired late; the detail says how much of that
-//! the thread spent waiting for a CPU) and whatever else calls `note`.
+//! its wait for an earlier write), `preallocate`, `zeros` (zeros written
+//! ahead), `roll`, `seal`, `compaction`, `journal_write`, `produce` (a
+//! produce request from its read to its answer), and `late` (the shard's
+//! 1 ms probe timer fired late; the detail says how long the thread ran
+//! and waited for a CPU meanwhile).
 //!
 //! Off (nothing installed), `note` is one thread-local read. On, events
 //! go through a channel to a plain thread that writes the file, so no

@@ -18,24 +18,47 @@ pub fn trash_dir(data_dir: &Path) -> PathBuf {
 }
 
 /// Moves `dir` into the trash and has it removed in the background; a
-/// `dir` that does not exist is already gone.
+/// `dir` that does not exist is already gone. Where it cannot be moved
+/// (the trash on another file system), it is removed here and now.
 pub fn remove_later(data_dir: &Path, dir: &Path) -> std::io::Result<()> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let trash = trash_dir(data_dir);
-    std::fs::create_dir_all(&trash)?;
-    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let name = |p: Option<&Path>| {
+        p.and_then(Path::file_name)
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    };
+    // Named after the directory and its parent (a partition's directory
+    // is only its number), and unique across restarts.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
     let to = trash.join(format!(
-        "{name}.{}.{}",
-        std::process::id(),
+        "{}~{}.{nanos}.{}",
+        name(dir.parent()),
+        name(Some(dir)),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
-    match std::fs::rename(dir, &to) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
+    let moved = std::fs::create_dir_all(&trash).and_then(|()| std::fs::rename(dir, &to));
+    match moved {
+        Ok(()) => {
+            empty_soon(data_dir);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.exists() => Ok(()),
+        Err(e) => {
+            log::warn!(
+                "moving {} into {}: {e}; removing it in place",
+                dir.display(),
+                trash.display()
+            );
+            match std::fs::remove_dir_all(dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                other => other,
+            }
+        }
     }
-    empty_soon(data_dir);
-    Ok(())
 }
 
 /// Empties the trash on a thread of its own (one at a time: a call while

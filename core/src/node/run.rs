@@ -298,13 +298,22 @@ fn late_probe(stopping: Arc<AtomicBool>) -> Task<()> {
     glommio::spawn_local(async move {
         use std::os::unix::fs::FileExt;
         let stat = std::fs::File::open("/proc/thread-self/schedstat").ok();
-        // The nanoseconds this thread has run, and waited on a run queue.
+        // The nanoseconds this thread has run (its CPU clock: schedstat's
+        // own figure moves only at a tick or a switch), and waited on a
+        // run queue (schedstat's second field).
         let sample = || -> (u64, u64) {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: a valid timespec for the call to fill in.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            let ran = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
             let mut buf = [0u8; 96];
             let n = stat.as_ref().and_then(|f| f.read_at(&mut buf, 0).ok());
             let text = std::str::from_utf8(&buf[..n.unwrap_or(0)]).unwrap_or("");
-            let mut fields = text.split_whitespace().map(|w| w.parse().unwrap_or(0));
-            (fields.next().unwrap_or(0), fields.next().unwrap_or(0))
+            let queued = text.split_whitespace().nth(1).and_then(|w| w.parse().ok());
+            (ran, queued.unwrap_or(0))
         };
         let mut before = sample();
         while !stopping.load(Ordering::Relaxed) {

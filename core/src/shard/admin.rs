@@ -713,7 +713,7 @@ impl Shard {
             if let Some(p) = self.partitions.borrow_mut().remove(&key) {
                 p.give_up();
                 p.cache.clear();
-                p.log.destroy();
+                p.log.destroy(&self.config.data_dir);
             }
             self.partition_removed(&key);
         }

@@ -179,6 +179,7 @@ mod tests {
             replicated_hw: None,
             follows_durable: false,
             failed: None,
+            write_out_failed: false,
         }
     }
 

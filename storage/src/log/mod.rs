@@ -145,6 +145,9 @@ struct LogState {
     follows_durable: bool,
     /// Set by a failed write or sync; appends are refused until a flush works.
     failed: Option<String>,
+    /// The failure is a journaled log's segment write (`write_out_soon`):
+    /// only a segment write that works clears it, not a journal flush.
+    write_out_failed: bool,
 }
 
 impl LogState {
@@ -202,7 +205,7 @@ impl LogState {
             f.target
         );
         self.durable_offset = f.target;
-        if f.clears_failure {
+        if f.clears_failure && !self.write_out_failed {
             self.failed = None;
         }
     }
@@ -606,10 +609,12 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Deletes the whole log directory (topic deletion).
-    pub fn destroy(&self) {
+    /// Deletes the whole log directory (its topic deleted, or the
+    /// partition gone from this shard): moved into the trash under
+    /// `data_dir` at once, its files removed by the trash's own thread.
+    pub fn destroy(&self, data_dir: &Path) {
         self.closed.set(true);
-        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+        if let Err(e) = crate::trash::remove_later(data_dir, &self.dir) {
             log::warn!("removing {}: {e}", self.dir.display());
         }
     }

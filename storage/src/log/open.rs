@@ -59,6 +59,7 @@ impl PartitionLog {
                 replicated_hw: None,
                 follows_durable: false,
                 failed: None,
+                write_out_failed: false,
             }),
             append_lock: Semaphore::new(1),
             flights: RefCell::new(Flights::default()),

@@ -129,6 +129,7 @@ impl PartitionLog {
                             other => other.to_string(),
                         };
                         log.fail(why.clone());
+                        log.state.borrow_mut().write_out_failed = true;
                         failed = Some(why);
                     }
                 }
@@ -143,6 +144,7 @@ impl PartitionLog {
     /// again; another failure since stays).
     fn clear_failure(&self, why: &str) {
         let mut st = self.state.borrow_mut();
+        st.write_out_failed = false;
         if st.failed.as_deref() == Some(why) {
             log::info!("{}: segment writes work again", self.dir.display());
             st.failed = None;
