@@ -46,6 +46,12 @@ fn with_journal<F: std::future::Future<Output = ()> + 'static>(
     });
 }
 
+/// Opens the log in `dir`, shared as the node shares it (the journal's
+/// checkpoints reach a log through its `Rc`).
+async fn open_log(dir: &Path, config: LogConfig) -> Rc<PartitionLog> {
+    Rc::new(PartitionLog::open(dir, config, 0).await.unwrap())
+}
+
 /// `rounds` appends of `count` records, each waited for: returns the
 /// durable end.
 async fn append_acked(log: &Rc<PartitionLog>, rounds: i64, count: i32) -> i64 {
@@ -96,7 +102,7 @@ fn acknowledged_records_of_every_partition_survive_losing_unsynced_segment_write
         let dirs: Vec<_> = (0..3).map(|p| data.join(format!("topics/t/{p}"))).collect();
         let mut logs = Vec::new();
         for dir in &dirs {
-            logs.push(Rc::new(PartitionLog::open(dir, cfg, 0).await.unwrap()));
+            logs.push(open_log(dir, cfg).await);
         }
         // Appends to all three partitions, acknowledged together: the
         // journal carries several partitions' records per write.
@@ -145,11 +151,7 @@ fn acknowledged_records_of_every_partition_survive_losing_unsynced_segment_write
 fn a_torn_last_journal_write_is_not_replayed_and_the_log_ends_before_it() {
     with_journal("torn", FILE_BYTES, |data, journal| async move {
         let dir = data.join("topics/t/0");
-        let log = Rc::new(
-            PartitionLog::open(&dir, LogConfig::default(), 0)
-                .await
-                .unwrap(),
-        );
+        let log = open_log(&dir, LogConfig::default()).await;
         let before_last = append_acked(&log, 5, 4).await;
         let (a, _) = log.append(&batches(4, 2000), 0).await.unwrap();
         log.durable_past(a.last_offset).await.unwrap();
@@ -239,7 +241,7 @@ fn a_log_going_round_the_journal_many_times_reopens_whole() {
             ..LogConfig::default()
         };
         let dir = data.join("topics/t/0");
-        let log = Rc::new(PartitionLog::open(&dir, cfg, 0).await.unwrap());
+        let log = open_log(&dir, cfg).await;
         for round in 0..400 {
             let (a, _) = log.append(&batches(40, 1000 + round), 0).await.unwrap();
             log.durable_past(a.last_offset).await.unwrap();
@@ -264,11 +266,7 @@ fn a_log_going_round_the_journal_many_times_reopens_whole() {
 fn a_journaled_log_dropped_and_opened_again_has_every_acknowledged_record() {
     with_journal("drop", FILE_BYTES, |data, _journal| async move {
         let dir = data.join("topics/t/0");
-        let log = Rc::new(
-            PartitionLog::open(&dir, LogConfig::default(), 0)
-                .await
-                .unwrap(),
-        );
+        let log = open_log(&dir, LogConfig::default()).await;
         let end = append_acked(&log, 20, 4).await;
         // Acknowledged, in the journal, not yet in the segment: a group
         // slot handed over drops its log like this, and the node opens
@@ -292,7 +290,7 @@ fn a_segment_that_cannot_be_written_fails_the_log_until_it_can() {
             segment_bytes: 64 << 10,
             ..LogConfig::default()
         };
-        let log = Rc::new(PartitionLog::open(&dir, config, 0).await.unwrap());
+        let log = open_log(&dir, config).await;
         // Every segment write fails from here (the journal's own writes
         // do not go through the simulated disk).
         let _disk = SimDisk::install(7, &dir, &data.join("image"), u64::MAX, 1);
