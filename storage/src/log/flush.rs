@@ -106,8 +106,8 @@ impl PartitionLog {
         }
         let t1 = std::time::Instant::now();
         let mut zeros_wait = std::time::Duration::ZERO;
-        self.last_flush_bytes
-            .set(jobs.iter().map(|j| j.buf.len() as u64).sum());
+        let bytes = jobs.iter().map(|j| j.buf.len() as u64).sum();
+        self.last_flush_bytes.set(bytes);
         for FlushJob {
             base,
             file,
@@ -156,7 +156,7 @@ impl PartitionLog {
             wait: (t1 - t0) + zeros_wait,
             write: t1.elapsed().saturating_sub(zeros_wait),
         };
-        self.note_flush(t0, &times, self.last_flush_bytes.get());
+        self.note_flush(t0, &times, bytes);
         self.flight_landed(id);
         Ok((self.durable_end(), Some(times)))
     }
