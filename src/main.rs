@@ -391,6 +391,15 @@ fn resolve(what: &str, addr: &str) -> Result<SocketAddr, String> {
 fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     let kafka = resolve("--kafka", &args.kafka)?;
     let http = resolve("--addr", &args.addr)?;
+    // Each shard listens with SO_REUSEPORT, so the kernel would let both
+    // listeners share one port and hand each other's clients to them.
+    let same_host =
+        kafka.ip() == http.ip() || kafka.ip().is_unspecified() || http.ip().is_unspecified();
+    if kafka.port() == http.port() && same_host {
+        return Err(format!(
+            "--kafka {kafka} and --addr {http} are the same port: Kafka clients and HTTP need one each"
+        ));
+    }
     let cluster = cluster_config(&args)?;
     let mut cfg = NodeConfig::new(args.data_dir, kafka, http);
     let (host, port) = match &args.kafka_advertise {

@@ -41,7 +41,12 @@ class Node:
         self.extra = list(extra)
         self.env = {**os.environ, **(env or {})}
         self.kafka_port = free_port()
+        # Two free ports in a row can be the same one (each socket is
+        # closed before the next asks), and the node, which listens with
+        # SO_REUSEPORT, then refuses it (both listeners on one port).
         self.http_port = free_port()
+        while self.http_port == self.kafka_port:
+            self.http_port = free_port()
         self.proc = None
         self.log = []
         self.logged = threading.Condition()

@@ -187,6 +187,16 @@ def test_bad_shard_ports_are_refused(tmp_path, why):
     assert f"--shard-ports {base}" in str(e.value), str(e.value)
 
 
+def test_one_port_for_kafka_and_http_is_refused(tmp_path):
+    # Both listeners take SO_REUSEPORT: on one port the kernel would hand
+    # Kafka clients to HTTP and back, so the node refuses to start.
+    n = Node(tmp_path / "d", cores=2)
+    n.http_port = n.kafka_port
+    with pytest.raises(RuntimeError) as e:
+        n.start()
+    assert "are the same port" in str(e.value), str(e.value)
+
+
 def test_kafka_python_and_kcat_use_the_shard_brokers(make_node):
     import subprocess
     from kafka import KafkaConsumer, KafkaProducer
