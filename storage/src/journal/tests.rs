@@ -52,6 +52,16 @@ async fn open_log(dir: &Path, config: LogConfig) -> Rc<PartitionLog> {
     Rc::new(PartitionLog::open(dir, config, 0).await.unwrap())
 }
 
+/// Opens the log in `dir` again and checks it ends at `end` with every
+/// offset below it readable.
+async fn reopens_whole(dir: &Path, end: i64) {
+    let log = PartitionLog::open(dir, LogConfig::default(), 0)
+        .await
+        .unwrap();
+    assert_eq!(log.log_end(), end);
+    assert_dense(&log, end).await;
+}
+
 /// `rounds` appends of `count` records, each waited for: returns the
 /// durable end.
 async fn append_acked(log: &Rc<PartitionLog>, rounds: i64, count: i32) -> i64 {
@@ -272,11 +282,7 @@ fn a_journaled_log_dropped_and_opened_again_has_every_acknowledged_record() {
         // slot handed over drops its log like this, and the node opens
         // it again later without a replay.
         drop(log);
-        let log = PartitionLog::open(&dir, LogConfig::default(), 0)
-            .await
-            .unwrap();
-        assert_eq!(log.log_end(), end);
-        assert_dense(&log, end).await;
+        reopens_whole(&dir, end).await;
         install(None);
     });
 }
@@ -327,11 +333,7 @@ fn a_segment_that_cannot_be_written_fails_the_log_until_it_can() {
         // leave it open beside the one opened below).
         log.close().await.unwrap();
         drop(log);
-        let log = PartitionLog::open(&dir, LogConfig::default(), 0)
-            .await
-            .unwrap();
-        assert_eq!(log.log_end(), end);
-        assert_dense(&log, end).await;
+        reopens_whole(&dir, end).await;
         install(None);
     });
 }
