@@ -132,10 +132,49 @@ class Node:
             return json.loads(r.read())
 
 
+# Every test is bounded in time: one that has not ended after this many
+# seconds (or its own `@pytest.mark.bound(seconds)`) is a hang, of the
+# node or of a client library, and the run ends there with what shows it.
+BOUND_SECONDS = 600
+
+
+def _end_a_hung_run(item, seconds, first):
+    """Prints every thread's stack and the last lines of every node the
+    test made, kills those nodes and ends the run: a thread blocked in a
+    client library's C code cannot be interrupted, and CI's own limit
+    would end the run without saying which test hung or where."""
+    import faulthandler
+    import sys
+    # pytest holds file descriptor 2 while a test runs: give it back.
+    item.config.pluginmanager.getplugin("capturemanager").suspend_global_capture(in_=True)
+    out = sys.__stderr__
+    out.write(f"\n\n{item.nodeid} has not ended after {seconds} s: every thread's stack follows\n")
+    out.flush()
+    faulthandler.dump_traceback(file=out, all_threads=True)
+    for n in NODES[first:]:
+        out.write(f"\n-- weir node {n.data_dir} (last 60 lines)\n{''.join(n.log[-60:])}")
+        if n.proc and n.proc.poll() is None:
+            n.proc.kill()
+    out.flush()
+    os._exit(3)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "bound(seconds): the test's own time bound (default BOUND_SECONDS)")
+
+
 @pytest.fixture(autouse=True)
 def _nodes_made_here(request):
-    """Marks where this test's nodes begin in NODES."""
-    request.node.weir_nodes_from = len(NODES)
+    """Marks where this test's nodes begin in NODES, and bounds the test
+    in time (see BOUND_SECONDS)."""
+    first = request.node.weir_nodes_from = len(NODES)
+    mark = request.node.get_closest_marker("bound")
+    seconds = mark.args[0] if mark else BOUND_SECONDS
+    timer = threading.Timer(seconds, _end_a_hung_run, args=(request.node, seconds, first))
+    timer.daemon = True
+    timer.start()
+    yield
+    timer.cancel()
 
 
 @pytest.hookimpl(hookwrapper=True)
