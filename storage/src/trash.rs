@@ -61,35 +61,41 @@ pub fn remove_later(data_dir: &Path, dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Empties the trash on a thread of its own (one at a time: a call while
-/// one runs makes it look again when done).
+/// Empties `data_dir`'s trash on a thread of its own: one thread at a
+/// time, which takes every trash asked for meanwhile (a process may serve
+/// more than one data directory: the storage tests do) before it ends.
 pub fn empty_soon(data_dir: &Path) {
-    // (running, look again)
-    static STATE: Mutex<(bool, bool)> = Mutex::new((false, false));
+    // (a thread runs, the trashes it is yet to empty)
+    static STATE: Mutex<(bool, Vec<PathBuf>)> = Mutex::new((false, Vec::new()));
+    let take = || {
+        let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        let next = st.1.pop();
+        st.0 = next.is_some();
+        next
+    };
     {
         let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        let trash = trash_dir(data_dir);
+        if !st.1.contains(&trash) {
+            st.1.push(trash);
+        }
         if st.0 {
-            st.1 = true;
             return;
         }
-        *st = (true, false);
+        st.0 = true;
     }
-    let trash = trash_dir(data_dir);
     let spawned = std::thread::Builder::new()
         .name("weir-trash".into())
-        .spawn(move || loop {
-            empty(&trash);
-            let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
-            if !st.1 {
-                st.0 = false;
-                return;
+        .spawn(move || {
+            while let Some(trash) = take() {
+                empty(&trash);
             }
-            st.1 = false;
         });
     if let Err(e) = spawned {
         log::warn!("cannot start the thread that empties the trash: {e}; emptying it here");
-        empty(&trash_dir(data_dir));
-        *STATE.lock().unwrap_or_else(|e| e.into_inner()) = (false, false);
+        while let Some(trash) = take() {
+            empty(&trash);
+        }
     }
 }
 

@@ -482,7 +482,9 @@ pub async fn write<'a>(
             let _ = std::fs::remove_file(old);
         }
     }
-    weir_storage::durable::sync_dir(dir).map_err(|e| e.to_string())?;
+    weir_storage::durable::sync_dir_in_ring(dir)
+        .await
+        .map_err(|e| e.to_string())?;
     Snapshot::open(&path, schema).map(|(snap, _)| snap)
 }
 

@@ -199,7 +199,7 @@ impl Journal {
                 path,
             });
         }
-        crate::durable::sync_dir(&dir)?;
+        crate::durable::sync_dir_in_ring(&dir).await?;
         let [a, b]: [Slot; 2] = slots.try_into().ok().expect("two slots");
         Ok(Rc::new(Journal {
             data_dir: data_dir.to_path_buf(),

@@ -28,7 +28,41 @@ pub(super) fn ahead_of(end: u64, floor: u64, cap: u64) -> u64 {
     align_up(end).clamp(floor, cap)
 }
 
+/// Where a segment whose bytes reach `end`, with space allocated to
+/// `allocated`, is to be allocated to before they are written there (None:
+/// it already is). Never past the segment's size.
+pub(super) fn allocate_to(end: u64, allocated: u64, segment_bytes: u64) -> Option<u64> {
+    (end > allocated).then(|| {
+        align_up(end) + ahead_of(end, PREALLOCATE_MIN_BYTES, PREALLOCATE_BYTES).min(segment_bytes)
+    })
+}
+
 impl PartitionLog {
+    /// Allocates segment `base`'s `file` up to `to` (from `allocate_to`),
+    /// so most writes neither allocate blocks nor change the file's size
+    /// (which each sync would then have to write). Recovery stops at the
+    /// zeros past the end. A failure is not fatal (the write may still
+    /// fit): it is logged, quietly while the log is failed, when every
+    /// retry would say it again.
+    pub(super) async fn allocate_ahead(&self, base: i64, file: &glommio::io::DmaFile, to: u64) {
+        let started = std::time::Instant::now();
+        let allocated = file.pre_allocate(to, false).await;
+        crate::timeline::note_since("preallocate", started, || {
+            format!("{} segment {base} to {to}", self.dir.display())
+        });
+        match allocated {
+            Ok(()) => {
+                if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
+                    seg.allocated_to(to);
+                }
+            }
+            Err(e) if self.state.borrow().failed.is_some() => {
+                log::debug!("preallocating segment {base}: {e}")
+            }
+            Err(e) => log::warn!("preallocating segment {base}: {e}"),
+        }
+    }
+
     /// Writes one piece of zeros ahead of the active segment's end, so later
     /// flushes write into initialised blocks and each one's sync is one
     /// device flush instead of an extent-tree write and a flush. Returns

@@ -6,7 +6,7 @@ use super::flights::Takeoff;
 use crate::segment::align_up;
 use crate::StorageError;
 
-use super::ahead::{ahead_of, PREALLOCATE_BYTES, PREALLOCATE_MIN_BYTES};
+use super::ahead::allocate_to;
 use super::*;
 
 /// One segment's part of a flush: the staged bytes from the block at `pos`
@@ -81,10 +81,7 @@ impl PartitionLog {
                     must_wait |= in_flight && s.shares_block();
                     let (buf, pos, end) = s.prepare_flush(pad);
                     // Zeroing ahead raises `allocated` with `zeroed`.
-                    let allocate_to = (end > s.allocated()).then(|| {
-                        let ahead = ahead_of(end, PREALLOCATE_MIN_BYTES, PREALLOCATE_BYTES);
-                        align_up(end) + ahead.min(segment_bytes)
-                    });
+                    let allocate_to = allocate_to(end, s.allocated(), segment_bytes);
                     FlushJob {
                         base: s.base(),
                         file: s.file().clone(),
@@ -118,27 +115,7 @@ impl PartitionLog {
         } in jobs
         {
             if let Some(to) = allocate_to {
-                // Allocate ahead so most writes neither allocate blocks nor
-                // change the file's size (which each sync would then have
-                // to write). Recovery stops at the zeros past the end.
-                let started = std::time::Instant::now();
-                let allocated = file.pre_allocate(to, false).await;
-                crate::timeline::note_since("preallocate", started, || {
-                    format!("{} segment {base} to {to}", self.dir.display())
-                });
-                match allocated {
-                    Ok(()) => {
-                        if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
-                            seg.allocated_to(to);
-                        }
-                    }
-                    // Not fatal (the write may still fit); quiet while the
-                    // log is failed, when every retry would say it again.
-                    Err(e) if self.state.borrow().failed.is_some() => {
-                        log::debug!("preallocating segment {base}: {e}")
-                    }
-                    Err(e) => log::warn!("preallocating segment {base}: {e}"),
-                }
+                self.allocate_ahead(base, &file, to).await;
             }
             let z = std::time::Instant::now();
             self.wait_for_zeros(base, end).await;

@@ -12,7 +12,7 @@ use super::read::read_exact;
 use super::*;
 use crate::batch::{batch_start, control_marker, crc_ok, partition_leader_epoch, BatchHeader};
 use crate::chunks::Chunks;
-use crate::durable::{sync_dir, write_small_file};
+use crate::durable::{sync_dir_in_ring, write_small_file};
 use crate::segment::{remove_index_files, remove_segment_files, snapshot_path};
 
 /// Bytes read at a time while looking for where a truncation cuts.
@@ -293,7 +293,7 @@ impl PartitionLog {
             remove_segment_files(&self.dir, b);
         }
         remove_index_files(&self.dir, k_base);
-        sync_dir(&self.dir)?;
+        sync_dir_in_ring(&self.dir).await?;
         let ctx = |what: &str| format!("{what} segment {k_base} in {}", self.dir.display());
         file.truncate(cut)
             .await
@@ -317,7 +317,7 @@ impl PartitionLog {
                 Segment::open(&self.dir, k_base, false, None, now_ms, Some(&mut producers)).await?;
             let end = seg.next_offset();
             write_small_file(&snapshot_path(&self.dir, end), producers.encode()).await?;
-            sync_dir(&self.dir)?;
+            sync_dir_in_ring(&self.dir).await?;
             let active = Segment::create(&self.dir, end, now_ms).await?;
             if !seg.sealed() {
                 seg.seal().await?;
@@ -433,14 +433,14 @@ impl PartitionLog {
         );
         let empty = crate::producer_state::ProducerStates::default();
         write_small_file(&snapshot_path(&self.dir, offset), empty.encode()).await?;
-        sync_dir(&self.dir)?;
+        sync_dir_in_ring(&self.dir).await?;
         let fresh = Segment::create(&self.dir, offset, wall_clock_ms()).await?;
         write_log_start(&self.dir, offset)?;
         let old: Vec<i64> = self.state.borrow().segments.keys().copied().collect();
         for &b in old.iter().rev() {
             remove_segment_files(&self.dir, b);
         }
-        sync_dir(&self.dir)?;
+        sync_dir_in_ring(&self.dir).await?;
         self.save_epochs(epochs::EpochCache::default())?;
         {
             let mut st = self.state.borrow_mut();

@@ -194,22 +194,9 @@ impl PartitionLog {
             let Some((base, file, buf, pos, end, allocated)) = job else {
                 return Ok(());
             };
-            if end > allocated {
-                // Allocated ahead, as the flushes without a journal do.
-                let ahead = super::ahead::ahead_of(
-                    end,
-                    super::ahead::PREALLOCATE_MIN_BYTES,
-                    super::ahead::PREALLOCATE_BYTES,
-                );
-                let to = align_up(end) + ahead.min(segment_bytes);
-                match file.pre_allocate(to, false).await {
-                    Ok(()) => {
-                        if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
-                            seg.allocated_to(to);
-                        }
-                    }
-                    Err(e) => log::debug!("preallocating segment {base}: {e}"),
-                }
+            // Allocated ahead, as the flushes without a journal do.
+            if let Some(to) = super::ahead::allocate_to(end, allocated, segment_bytes) {
+                self.allocate_ahead(base, &file, to).await;
             }
             write_whole(&file, buf, pos).await.map_err(|why| {
                 StorageError::Io(format!(

@@ -6,7 +6,7 @@
 use super::paths::{clean_path, log_path};
 use super::seal::SegmentIndexes;
 use super::Segment;
-use crate::durable::sync_dir;
+use crate::durable::sync_dir_in_ring;
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::producer_state::ProducerStates;
 use crate::StorageError;
@@ -109,7 +109,7 @@ impl Segment {
         };
         std::fs::remove_file(&path)
             .map_err(|e| StorageError::Io(format!("removing {}: {e}", path.display())))?;
-        sync_dir(&self.dir)?;
+        sync_dir_in_ring(&self.dir).await?;
         let Some(state) = CleanState::parse(&bytes) else {
             log::warn!(
                 "{}: the clean-stop state does not hold together; scanning the segment",

@@ -175,7 +175,7 @@ impl PartitionLog {
                 .await
                 .map_err(|e| StorageError::io(ctx(), e))?;
             seg.finish_cleaned(end).await?;
-            crate::durable::sync_dir(&self.dir)
+            crate::durable::sync_dir_in_ring(&self.dir).await
         }
         .await;
         if let Err(e) = written {
