@@ -17,7 +17,7 @@ class Cluster:
 
     def __init__(self, base_dir, size=3, extra=(), env=None, hosts=None, session_ms=3000):
         self.hosts = hosts or ["127.0.0.1"] * size
-        self.peer_ports = [free_port() for _ in range(size)]
+        self.peer_ports = [free_port(host) for host in self.hosts]
         self.voters = ",".join(f"{i + 1}@{self.hosts[i]}:{p}" for i, p in enumerate(self.peer_ports))
         self.nodes = []
         for i in range(size):
@@ -29,7 +29,7 @@ class Cluster:
         # until every port of the cluster is its own.
         while len(set(self.ports())) < len(self.ports()):
             for n in self.nodes:
-                n.kafka_port, n.http_port = free_port(), free_port()
+                n.kafka_port, n.http_port = free_port(n.host), free_port(n.host)
 
     def ports(self):
         return self.peer_ports + [p for n in self.nodes for p in (n.kafka_port, n.http_port)]
@@ -42,11 +42,15 @@ class Cluster:
         one per node) and the same controller."""
         for n in self.nodes:
             n.spawn()
-        for n in self.nodes:
-            n.ready.wait(30)
-            if n.proc.poll() is not None or not any("weir serving" in line for line in n.log):
-                raise RuntimeError("weir did not start:\n" + "".join(n.log))
-        self.await_brokers(brokers or len(self.nodes), **conf)
+        try:
+            for n in self.nodes:
+                n.ready.wait(30)
+                if n.proc.poll() is not None or not any("weir serving" in line for line in n.log):
+                    raise RuntimeError("weir did not start:\n" + "".join(n.log))
+            self.await_brokers(brokers or len(self.nodes), **conf)
+        except BaseException:
+            self.stop()  # no node outlives a start that failed
+            raise
         return self
 
     def stop(self):

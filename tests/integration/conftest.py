@@ -17,10 +17,26 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 WEIR = os.environ.get("WEIR_BIN", os.path.join(ROOT, "target", "release", "weir"))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_PORTS = __import__("random").Random()
+
+
+def free_port(host="127.0.0.1"):
+    """A port free on `host` for a node to listen on, drawn below the
+    kernel's range for the ports of outgoing connections: a port from that
+    range (what binding to port 0 answers) can be taken meanwhile by a
+    connection leaving from the same address (a node's connections to the
+    others leave from its own), or still be held by one a killed node left
+    behind, and the node could not listen there."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        first_outgoing = int(f.read().split()[0])
+    while True:
+        port = _PORTS.randrange(10000, first_outgoing)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
 
 
 # Every node made, in order: a failed test's report shows the logs of the
@@ -40,13 +56,13 @@ class Node:
         self.cores = cores
         self.extra = list(extra)
         self.env = {**os.environ, **(env or {})}
-        self.kafka_port = free_port()
+        self.kafka_port = free_port(host)
         # Two free ports in a row can be the same one (each socket is
         # closed before the next asks), and the node, which listens with
         # SO_REUSEPORT, then refuses it (both listeners on one port).
-        self.http_port = free_port()
+        self.http_port = free_port(host)
         while self.http_port == self.kafka_port:
-            self.http_port = free_port()
+            self.http_port = free_port(host)
         self.proc = None
         self.log = []
         self.logged = threading.Condition()

@@ -383,13 +383,25 @@ class LiveReader:
     it was read from."""
 
     def __init__(self, bootstrap, topic, partitions, **conf):
-        from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
+        from confluent_kafka import Consumer, TopicPartition
         self.read = []
         self.errors = []
+        # What the client told besides records (a truncation it detected,
+        # an offset reset), with the last offset read before: for a
+        # failure's message.
+        self.told = []
         self.stopping = threading.Event()
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "live-reader",
                                   "enable.auto.commit": False, **conf})
-        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        # From offset 0 (every log here starts there), not BEGINNING: a
+        # logical offset is asked of the leader with ListOffsets, and
+        # librdkafka answers a stale answer to that (a request to a leader
+        # killed meanwhile, retried until it came back, "Local: Outdated")
+        # by asking for BEGINNING again even after it moved on, which took
+        # a reader back to offset 0 after it had read 200 records from the
+        # new leader (rdkafka_partition.c, rd_kafka_toppar_handle_Offset;
+        # seen with seed 1796475800, whose first fault kills a leader).
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -397,11 +409,15 @@ class LiveReader:
         last = {}
         while not self.stopping.is_set():
             m = self.consumer.poll(0.2)
-            if m is None or m.error() is not None:
+            if m is None:
+                continue
+            if m.error() is not None:
+                self.told.append(f"partition {m.partition()} after offset {last.get(m.partition())}: {m.error()}")
                 continue
             p, o = m.partition(), m.offset()
             if o <= last.get(p, -1):
-                self.errors.append(f"partition {p}: offset {o} read after {last[p]}")
+                told = [t for t in self.told if t.startswith(f"partition {p} ")][-3:]
+                self.errors.append(f"partition {p}: offset {o} read after {last[p]} (the client told {told})")
             last[p] = o
             self.read.append((m.value().decode(), p, o))
 
