@@ -292,6 +292,19 @@ fn every_api_at_every_version() {
         assert_eq!(r.responses[0].error_code, 0, "IncrementalAlterConfigs v{v}");
     }
 
+    for v in range(ApiKey::AlterConfigs) {
+        let req = AlterConfigsRequest::default().with_resources(vec![
+            alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("ct-2"))
+                .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.ms"))
+                    .with_value(Some(StrBytes::from_string(format!("{}", 2000 + v))))]),
+        ]);
+        let r: AlterConfigsResponse = call(&mut s, ApiKey::AlterConfigs, v, &req);
+        assert_eq!(r.responses[0].error_code, 0, "AlterConfigs v{v}");
+    }
+
     for v in range(ApiKey::CreatePartitions) {
         let req = CreatePartitionsRequest::default().with_topics(vec![
             create_partitions_request::CreatePartitionsTopic::default()

@@ -77,6 +77,7 @@ apis! {
         DescribeLogDirs => describe_log_dirs,
         CreatePartitions => create_partitions,
         DeleteGroups => delete_groups,
+        AlterConfigs => alter_configs,
         IncrementalAlterConfigs => incremental_alter_configs,
         OffsetDelete => offset_delete,
         DescribeUserScramCredentials => describe_user_scram_credentials,

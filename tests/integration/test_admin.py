@@ -126,6 +126,48 @@ def test_incremental_alter_configs_take_effect(make_node):
     assert low > 0, "retention.bytes moved the log start"
 
 
+def test_legacy_alter_configs_replace_a_topics_configs_whole(node):
+    """AlterConfigs (key 33), which kafka-python, Sarama and many operators
+    still send: what the request names is set and every other config of
+    the topic goes back to its default, as Kafka replaces the resource's
+    configs; a bad value or an unknown name refuses the whole change."""
+    a = admin(node)
+    a.create_topics([NewTopic("legacy", 1, 1, config={"retention.ms": "3600000",
+                                                       "segment.bytes": "65536"})])["legacy"].result(10)
+
+    def configs():
+        return list(a.describe_configs([CConfigResource("topic", "legacy")]).values())[0].result(10)
+
+    def alter(**values):
+        res = CConfigResource("topic", "legacy", set_config=values)
+        return a.alter_configs([res])[res]
+
+    alter(**{"retention.bytes": "1048576"}).result(10)
+    now = configs()
+    assert now["retention.bytes"].value == "1048576" and not now["retention.bytes"].is_default
+    assert now["retention.ms"].is_default and now["segment.bytes"].is_default, \
+        (now["retention.ms"], now["segment.bytes"])
+    assert error_of(alter(**{"retention.ms": "soon"})).code() == 40  # INVALID_CONFIG
+    assert error_of(alter(**{"no.such.config": "1"})).code() == 40
+    assert configs()["retention.bytes"].value == "1048576", "a refused change changed nothing"
+    # kafka-python, told to send AlterConfigs rather than the incremental call.
+    kp = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        out = kp.alter_configs([ConfigResource("TOPIC", "legacy", configs={"retention.ms": "7200000"})],
+                               incremental=False, raise_on_unknown=False)
+    finally:
+        kp.close()
+    assert out == {"topic": {"legacy": "OK"}}, out
+    now = configs()
+    assert now["retention.ms"].value == "7200000" and not now["retention.ms"].is_default
+    # Both clients sent AlterConfigs itself: librdkafka three times above,
+    # kafka-python once.
+    with node.urlopen(f"{node.http}/metrics") as r:
+        served = [line for line in r.read().decode().splitlines()
+                  if line.startswith('weir_request_duration_seconds_count{api="AlterConfigs"}')]
+    assert served and int(float(served[0].split()[-1])) == 4, served
+
+
 def test_cleanup_policy_compact_keeps_every_record(make_node):
     """Kafka Connect creates its internal topics with cleanup.policy=compact
     (and refuses to start otherwise). weir accepts the policy; not compacting

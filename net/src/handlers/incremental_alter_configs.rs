@@ -3,10 +3,12 @@
 //! `segment.ms`, …); they take effect on the partitions at once. On a
 //! BROKER resource (a node id, or empty for every node): the node configs
 //! changeable at run time, the reassignment throttle's rates
-//! (`catalog::NODE_CONFIGS`).
+//! (`catalog::NODE_CONFIGS`). `alter_resources` also serves the legacy
+//! AlterConfigs (`alter_configs`).
 
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
 use weir_core::shard::ConfigChange;
 use weir_core::ErrorCode;
 
@@ -17,39 +19,68 @@ use super::{denied_topic, error_parts, only_allowed, str, RequestContext};
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 1;
 
-const RESOURCE_TOPIC: i8 = 2;
-const RESOURCE_BROKER: i8 = 4;
+pub(super) const RESOURCE_TOPIC: i8 = 2;
+pub(super) const RESOURCE_BROKER: i8 = 4;
 
 pub async fn handle(
     cx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    let resources = req
+        .resources
+        .into_iter()
+        .map(|r| {
+            let ops = r
+                .configs
+                .into_iter()
+                .map(|c| ConfigChange {
+                    name: c.name.to_string(),
+                    op: c.config_operation,
+                    value: c.value.map(|v| v.to_string()),
+                })
+                .collect();
+            (r.resource_type, r.resource_name, ops)
+        })
+        .collect();
+    let responses = alter_resources(cx, resources, req.validate_only)
+        .await
+        .into_iter()
+        .map(|(kind, name, code, message)| {
+            AlterConfigsResourceResponse::default()
+                .with_resource_type(kind)
+                .with_resource_name(name)
+                .with_error_code(code)
+                .with_error_message(message)
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+/// Applies each resource's (type, name, changes), topics and nodes alike,
+/// as the caller may; answers each one's (type, name, error code, error
+/// message), in the request's order.
+pub(super) async fn alter_resources(
+    cx: &RequestContext,
+    resources: Vec<(i8, StrBytes, Vec<ConfigChange>)>,
+    validate_only: bool,
+) -> Vec<(i8, StrBytes, i16, Option<StrBytes>)> {
     let shard = &cx.shard;
     let caller = &cx.caller;
     let mut topics = Vec::new();
     let mut nodes = Vec::new();
     // (type, name, index into topics or nodes, or None)
     let mut order = Vec::new();
-    for r in req.resources {
-        let ops: Vec<ConfigChange> = r
-            .configs
-            .into_iter()
-            .map(|c| ConfigChange {
-                name: c.name.to_string(),
-                op: c.config_operation,
-                value: c.value.map(|v| v.to_string()),
-            })
-            .collect();
-        match r.resource_type {
+    for (kind, name, ops) in resources {
+        match kind {
             RESOURCE_TOPIC => {
-                order.push((r.resource_type, r.resource_name.clone(), Some(topics.len())));
-                topics.push((r.resource_name.to_string(), ops));
+                order.push((kind, name.clone(), Some(topics.len())));
+                topics.push((name.to_string(), ops));
             }
             RESOURCE_BROKER => {
-                order.push((r.resource_type, r.resource_name.clone(), Some(nodes.len())));
-                nodes.push((r.resource_name.to_string(), ops));
+                order.push((kind, name.clone(), Some(nodes.len())));
+                nodes.push((name.to_string(), ops));
             }
-            _ => order.push((r.resource_type, r.resource_name, None)),
+            _ => order.push((kind, name, None)),
         }
     }
     let node_results = match nodes.is_empty() {
@@ -60,7 +91,7 @@ pub async fn handle(
             ResourceType::Cluster,
             CLUSTER,
         ) {
-            true => shard.alter_node_configs(nodes, req.validate_only).await,
+            true => shard.alter_node_configs(nodes, validate_only).await,
             false => {
                 let why = format!(
                     "{} may not alter node configs (ALTER_CONFIGS on the cluster)",
@@ -76,32 +107,27 @@ pub async fn handle(
         topics,
         |(t, _): &Change| caller.may(shard, Operation::AlterConfigs, ResourceType::Topic, t),
         |(t, _)| Err(denied_topic(caller, "alter the configs of", t)),
-        |topics| shard.alter_topic_configs(topics, req.validate_only),
+        |topics| shard.alter_topic_configs(topics, validate_only),
     )
     .await;
-    let responses = order
+    order
         .into_iter()
         .map(|(kind, name, i)| {
-            let out = AlterConfigsResourceResponse::default()
-                .with_resource_type(kind)
-                .with_resource_name(name);
             let results = match kind {
                 RESOURCE_BROKER => &node_results,
                 _ => &results,
             };
-            match i.map(|i| &results[i]) {
-                Some(Ok(())) => out,
-                Some(Err(e)) => {
-                    let (code, message) = error_parts(e);
-                    out.with_error_code(code).with_error_message(message)
-                }
-                None => out
-                    .with_error_code(ErrorCode::InvalidRequest.code())
-                    .with_error_message(Some(str(&format!(
+            let (code, message) = match i.map(|i| &results[i]) {
+                Some(Ok(())) => (0, None),
+                Some(Err(e)) => error_parts(e),
+                None => (
+                    ErrorCode::InvalidRequest.code(),
+                    Some(str(&format!(
                         "resource type {kind} has no configs to alter on this node"
-                    )))),
-            }
+                    ))),
+                ),
+            };
+            (kind, name, code, message)
         })
-        .collect();
-    IncrementalAlterConfigsResponse::default().with_responses(responses)
+        .collect()
 }

@@ -29,6 +29,7 @@ macro_rules! node_endpoints {
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod authorize;

@@ -80,6 +80,7 @@ fn visit(body: &ResponseKind, f: &mut impl FnMut(i16)) {
             .flat_map(|t| &t.partitions)
             .for_each(|p| f(p.error_code)),
         R::IncrementalAlterConfigs(r) => r.responses.iter().for_each(|t| f(t.error_code)),
+        R::AlterConfigs(r) => r.responses.iter().for_each(|t| f(t.error_code)),
         R::InitProducerId(r) => f(r.error_code),
         R::JoinGroup(r) => f(r.error_code),
         R::SyncGroup(r) => f(r.error_code),

@@ -1,0 +1,65 @@
+//! AlterConfigs (key 33), the legacy call that kafka-python, Sarama and
+//! many operators still send: each resource's configs are replaced whole.
+//! What the request names is set; every other config of the resource goes
+//! back to its default (Kafka's `ConfigAdminManager.alterConfigs` replaces
+//! the resource's properties). Served by `incremental_alter_configs`'s
+//! `alter_resources`, as the same deletes and sets.
+
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use weir_core::catalog::{CONFIG_NAMES, NODE_CONFIGS, THROTTLE_CONFIGS};
+use weir_core::shard::ConfigChange;
+
+use super::incremental_alter_configs::{alter_resources, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::RequestContext;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 2;
+
+/// IncrementalAlterConfigs' operations.
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+
+pub async fn handle(cx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let resources = req
+        .resources
+        .into_iter()
+        .map(|r| {
+            let named: Vec<String> = r.configs.iter().map(|c| c.name.to_string()).collect();
+            let all: &[&str] = match r.resource_type {
+                RESOURCE_TOPIC => &[&CONFIG_NAMES[..], &THROTTLE_CONFIGS[..]].concat(),
+                RESOURCE_BROKER => &NODE_CONFIGS,
+                _ => &[],
+            };
+            // The defaults first, then what is named (a null value is a
+            // default too).
+            let mut ops: Vec<ConfigChange> = all
+                .iter()
+                .filter(|n| !named.iter().any(|m| m == *n))
+                .map(|n| ConfigChange {
+                    name: n.to_string(),
+                    op: DELETE,
+                    value: None,
+                })
+                .collect();
+            ops.extend(r.configs.into_iter().map(|c| ConfigChange {
+                name: c.name.to_string(),
+                op: if c.value.is_some() { SET } else { DELETE },
+                value: c.value.map(|v| v.to_string()),
+            }));
+            (r.resource_type, r.resource_name, ops)
+        })
+        .collect();
+    let responses = alter_resources(cx, resources, req.validate_only)
+        .await
+        .into_iter()
+        .map(|(kind, name, code, message)| {
+            AlterConfigsResourceResponse::default()
+                .with_resource_type(kind)
+                .with_resource_name(name)
+                .with_error_code(code)
+                .with_error_message(message)
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
