@@ -30,7 +30,8 @@ pub(super) fn ahead_of(end: u64, floor: u64, cap: u64) -> u64 {
 
 /// Where a segment whose bytes reach `end`, with space allocated to
 /// `allocated`, is to be allocated to before they are written there (None:
-/// it already is). Never past the segment's size.
+/// it already is): `ahead_of` past the end, and never more than a
+/// segment's size ahead of it.
 pub(super) fn allocate_to(end: u64, allocated: u64, segment_bytes: u64) -> Option<u64> {
     (end > allocated).then(|| {
         align_up(end) + ahead_of(end, PREALLOCATE_MIN_BYTES, PREALLOCATE_BYTES).min(segment_bytes)
