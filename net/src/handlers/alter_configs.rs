@@ -10,7 +10,9 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use weir_core::catalog::{CONFIG_NAMES, NODE_CONFIGS, THROTTLE_CONFIGS};
 use weir_core::shard::ConfigChange;
 
-use super::incremental_alter_configs::{alter_resources, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::incremental_alter_configs::{
+    alter_resources, resource_responses, RESOURCE_BROKER, RESOURCE_TOPIC,
+};
 use super::RequestContext;
 
 pub const MIN: i16 = 0;
@@ -50,16 +52,7 @@ pub async fn handle(cx: &RequestContext, req: AlterConfigsRequest) -> AlterConfi
             (r.resource_type, r.resource_name, ops)
         })
         .collect();
-    let responses = alter_resources(cx, resources, req.validate_only)
-        .await
-        .into_iter()
-        .map(|(kind, name, code, message)| {
-            AlterConfigsResourceResponse::default()
-                .with_resource_type(kind)
-                .with_resource_name(name)
-                .with_error_code(code)
-                .with_error_message(message)
-        })
-        .collect();
-    AlterConfigsResponse::default().with_responses(responses)
+    let results = alter_resources(cx, resources, req.validate_only).await;
+    AlterConfigsResponse::default()
+        .with_responses(resource_responses!(AlterConfigsResourceResponse, results))
 }

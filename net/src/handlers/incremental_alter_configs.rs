@@ -42,19 +42,29 @@ pub async fn handle(
             (r.resource_type, r.resource_name, ops)
         })
         .collect();
-    let responses = alter_resources(cx, resources, req.validate_only)
-        .await
-        .into_iter()
-        .map(|(kind, name, code, message)| {
-            AlterConfigsResourceResponse::default()
-                .with_resource_type(kind)
-                .with_resource_name(name)
-                .with_error_code(code)
-                .with_error_message(message)
-        })
-        .collect();
-    IncrementalAlterConfigsResponse::default().with_responses(responses)
+    let results = alter_resources(cx, resources, req.validate_only).await;
+    IncrementalAlterConfigsResponse::default()
+        .with_responses(resource_responses!(AlterConfigsResourceResponse, results))
 }
+
+/// `alter_resources`' results as answers of type `$response`: the two
+/// config calls answer with kafka-protocol's two `AlterConfigsResourceResponse`
+/// types, the same fields in each.
+macro_rules! resource_responses {
+    ($response:ty, $results:expr) => {
+        $results
+            .into_iter()
+            .map(|(kind, name, code, message)| {
+                <$response>::default()
+                    .with_resource_type(kind)
+                    .with_resource_name(name)
+                    .with_error_code(code)
+                    .with_error_message(message)
+            })
+            .collect()
+    };
+}
+pub(super) use resource_responses;
 
 /// Applies each resource's (type, name, changes), topics and nodes alike,
 /// as the caller may; answers each one's (type, name, error code, error
