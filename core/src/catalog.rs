@@ -12,296 +12,17 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ErrorCode, KafkaError};
+pub use topic_config::{CleanupPolicy, TopicConfig, THROTTLE_CONFIGS};
 
 pub mod schema;
 #[cfg(test)]
 mod tests;
+pub mod topic_config;
 
 /// Kafka's limit on topic name length.
 pub const MAX_TOPIC_NAME_LEN: usize = 249;
 /// The most partitions one topic may have (a named limit, as every queue).
 pub const MAX_PARTITIONS: i32 = 10_000;
-
-/// A topic's configs, as Kafka names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopicConfig {
-    pub retention_ms: i64,
-    pub retention_bytes: i64,
-    pub max_message_bytes: i32,
-    pub segment_bytes: i64,
-    pub segment_ms: i64,
-    /// Absent from catalogs written before it existed: `delete`.
-    #[serde(default)]
-    pub cleanup_policy: CleanupPolicy,
-    /// Kafka's `message.timestamp.type`: `LogAppendTime` stamps every batch
-    /// with the time it is appended (absent from older catalogs: false,
-    /// `CreateTime`).
-    #[serde(default)]
-    pub log_append_time: bool,
-    /// Compaction's configs, as Kafka names them (absent from older
-    /// catalogs: Kafka's defaults).
-    #[serde(default = "default_delete_retention_ms")]
-    pub delete_retention_ms: i64,
-    #[serde(default)]
-    pub min_compaction_lag_ms: i64,
-    #[serde(default = "default_max_compaction_lag_ms")]
-    pub max_compaction_lag_ms: i64,
-    /// `min.cleanable.dirty.ratio`, in millionths.
-    #[serde(default = "default_min_dirty_ratio_ppm")]
-    pub min_cleanable_dirty_ratio_ppm: u32,
-    /// Which configs the topic set itself (bit `i`: `CONFIG_NAMES[i]`),
-    /// even to their default values: DescribeConfigs reports those as the
-    /// topic's own, as Kafka does (absent from older catalogs: none).
-    #[serde(default)]
-    pub explicit: u16,
-    /// `min.insync.replicas`: an acks=all produce is taken only while at
-    /// least this many replicas (the leader among them) are in sync, and
-    /// answered once they all have it durable. Capped by the partition's
-    /// replicas, so a topic of one replica takes acks=all (absent from
-    /// older catalogs: the default).
-    #[serde(default = "default_min_insync_replicas")]
-    pub min_insync_replicas: i32,
-}
-
-fn default_min_insync_replicas() -> i32 {
-    2
-}
-
-fn default_delete_retention_ms() -> i64 {
-    weir_storage::Compaction::default().delete_retention_ms
-}
-fn default_max_compaction_lag_ms() -> i64 {
-    weir_storage::Compaction::default().max_lag_ms
-}
-fn default_min_dirty_ratio_ppm() -> u32 {
-    weir_storage::Compaction::default().min_dirty_ratio_ppm
-}
-
-/// Kafka's `cleanup.policy`. Old segments go by retention under `delete`
-/// (and `compact,delete`). Under `compact` (and `compact,delete`) the
-/// log is compacted (`weir_storage::log` cleans it: the latest record per
-/// key stays) and, under `compact` alone, retention deletes nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CleanupPolicy {
-    #[default]
-    Delete,
-    Compact,
-    CompactDelete,
-}
-
-impl CleanupPolicy {
-    /// Whether the topic is compacted (`compact` or `compact,delete`):
-    /// every record needs a key.
-    pub fn compacts(self) -> bool {
-        self != CleanupPolicy::Delete
-    }
-
-    fn parse(value: &str) -> Option<CleanupPolicy> {
-        let mut parts: Vec<&str> = value.split(',').map(str::trim).collect();
-        parts.sort_unstable();
-        parts.dedup();
-        match parts[..] {
-            ["delete"] => Some(CleanupPolicy::Delete),
-            ["compact"] => Some(CleanupPolicy::Compact),
-            ["compact", "delete"] => Some(CleanupPolicy::CompactDelete),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            CleanupPolicy::Delete => "delete",
-            CleanupPolicy::Compact => "compact",
-            CleanupPolicy::CompactDelete => "compact,delete",
-        }
-    }
-}
-
-impl Default for TopicConfig {
-    fn default() -> Self {
-        TopicConfig {
-            retention_ms: 7 * 24 * 3600 * 1000,
-            retention_bytes: -1,
-            max_message_bytes: 1_048_588,
-            segment_bytes: 1 << 30,
-            segment_ms: 7 * 24 * 3600 * 1000,
-            cleanup_policy: CleanupPolicy::Delete,
-            log_append_time: false,
-            delete_retention_ms: default_delete_retention_ms(),
-            min_compaction_lag_ms: 0,
-            max_compaction_lag_ms: default_max_compaction_lag_ms(),
-            min_cleanable_dirty_ratio_ppm: default_min_dirty_ratio_ppm(),
-            explicit: 0,
-            min_insync_replicas: default_min_insync_replicas(),
-        }
-    }
-}
-
-/// The configs DescribeConfigs reports and CreateTopics accepts.
-pub const CONFIG_NAMES: [&str; 12] = [
-    "cleanup.policy",
-    "message.timestamp.type",
-    "retention.ms",
-    "retention.bytes",
-    "max.message.bytes",
-    "segment.bytes",
-    "segment.ms",
-    "delete.retention.ms",
-    "min.compaction.lag.ms",
-    "max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio",
-    "min.insync.replicas",
-];
-
-impl TopicConfig {
-    /// Sets one config from its Kafka name and text value: the topic's own
-    /// from then on.
-    pub fn set(&mut self, name: &str, value: &str) -> Result<(), KafkaError> {
-        self.assign(name, value)?;
-        self.explicit |= Self::bit(name);
-        Ok(())
-    }
-
-    /// Whether the topic set `name` itself (else it has the default).
-    pub fn is_set(&self, name: &str) -> bool {
-        self.explicit & Self::bit(name) != 0
-    }
-
-    fn bit(name: &str) -> u16 {
-        CONFIG_NAMES
-            .iter()
-            .position(|n| *n == name)
-            .map_or(0, |i| 1 << i)
-    }
-
-    fn assign(&mut self, name: &str, value: &str) -> Result<(), KafkaError> {
-        let bad = || {
-            KafkaError::new(
-                ErrorCode::InvalidConfig,
-                format!("invalid value {value:?} for config {name}"),
-            )
-        };
-        if !CONFIG_NAMES.contains(&name) {
-            return Err(KafkaError::new(
-                ErrorCode::InvalidConfig,
-                format!("unknown topic config {name}"),
-            ));
-        }
-        // The configs whose values are words; the others are numbers.
-        let expected = |what: &str| {
-            KafkaError::new(
-                ErrorCode::InvalidConfig,
-                format!("invalid value {value:?} for config {name}: {what}"),
-            )
-        };
-        if name == "cleanup.policy" {
-            self.cleanup_policy = CleanupPolicy::parse(value)
-                .ok_or_else(|| expected("delete, compact or compact,delete"))?;
-            return Ok(());
-        }
-        if name == "message.timestamp.type" {
-            self.log_append_time = match value.trim() {
-                "CreateTime" => false,
-                "LogAppendTime" => true,
-                _ => return Err(expected("CreateTime or LogAppendTime")),
-            };
-            return Ok(());
-        }
-        if name == "min.cleanable.dirty.ratio" {
-            let ratio: f64 = value.trim().parse().map_err(|_| bad())?;
-            if !(0.0..=1.0).contains(&ratio) {
-                return Err(expected("a ratio from 0 to 1"));
-            }
-            self.min_cleanable_dirty_ratio_ppm = (ratio * 1e6).round() as u32;
-            return Ok(());
-        }
-        let n: i64 = value.trim().parse().map_err(|_| bad())?;
-        match name {
-            "retention.ms" if n >= -1 => self.retention_ms = n,
-            "retention.bytes" if n >= -1 => self.retention_bytes = n,
-            "max.message.bytes" if (0..=i32::MAX as i64).contains(&n) => {
-                self.max_message_bytes = n as i32
-            }
-            "segment.bytes" if n >= 14 => self.segment_bytes = n,
-            "segment.ms" if n >= 1 => self.segment_ms = n,
-            "delete.retention.ms" if n >= 0 => self.delete_retention_ms = n,
-            "min.compaction.lag.ms" if n >= 0 => self.min_compaction_lag_ms = n,
-            "max.compaction.lag.ms" if n >= 1 => self.max_compaction_lag_ms = n,
-            "min.insync.replicas" if (1..=i32::MAX as i64).contains(&n) => {
-                self.min_insync_replicas = n as i32
-            }
-            _ => return Err(bad()),
-        }
-        Ok(())
-    }
-
-    /// Puts one config back to its default (no longer the topic's own).
-    pub fn reset(&mut self, name: &str) -> Result<(), KafkaError> {
-        let default = TopicConfig::default().get(name).ok_or_else(|| {
-            KafkaError::new(
-                ErrorCode::InvalidConfig,
-                format!("unknown topic config {name}"),
-            )
-        })?;
-        self.assign(name, &default)?;
-        self.explicit &= !Self::bit(name);
-        Ok(())
-    }
-
-    /// The value of a config by its Kafka name.
-    pub fn get(&self, name: &str) -> Option<String> {
-        Some(match name {
-            "retention.ms" => self.retention_ms.to_string(),
-            "retention.bytes" => self.retention_bytes.to_string(),
-            "max.message.bytes" => self.max_message_bytes.to_string(),
-            "segment.bytes" => self.segment_bytes.to_string(),
-            "segment.ms" => self.segment_ms.to_string(),
-            "delete.retention.ms" => self.delete_retention_ms.to_string(),
-            "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
-            "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
-            "min.insync.replicas" => self.min_insync_replicas.to_string(),
-            "min.cleanable.dirty.ratio" => {
-                (self.min_cleanable_dirty_ratio_ppm as f64 / 1e6).to_string()
-            }
-            "cleanup.policy" => self.cleanup_policy.name().to_string(),
-            "message.timestamp.type" => if self.log_append_time {
-                "LogAppendTime"
-            } else {
-                "CreateTime"
-            }
-            .to_string(),
-            _ => return None,
-        })
-    }
-
-    pub fn log_config(&self) -> weir_storage::LogConfig {
-        // Under `compact` alone retention deletes nothing (see CleanupPolicy).
-        let keep_all = self.cleanup_policy == CleanupPolicy::Compact;
-        let compaction = self
-            .cleanup_policy
-            .compacts()
-            .then_some(weir_storage::Compaction {
-                delete_retention_ms: self.delete_retention_ms,
-                min_lag_ms: self.min_compaction_lag_ms,
-                max_lag_ms: self.max_compaction_lag_ms,
-                min_dirty_ratio_ppm: self.min_cleanable_dirty_ratio_ppm,
-            });
-        weir_storage::LogConfig {
-            segment_bytes: self.segment_bytes.max(1) as u64,
-            // As Kafka: the active segment is never cleaned, so a compacted
-            // topic rolls it by `max.compaction.lag.ms` too.
-            segment_ms: match compaction {
-                Some(c) => self.segment_ms.min(c.max_lag_ms),
-                None => self.segment_ms,
-            },
-            retention_ms: if keep_all { -1 } else { self.retention_ms },
-            retention_bytes: if keep_all { -1 } else { self.retention_bytes },
-            log_append_time: self.log_append_time,
-            compaction,
-        }
-    }
-}
 
 /// One topic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -380,6 +101,43 @@ impl Replicas {
 }
 
 impl TopicMeta {
+    /// Sets one config by its Kafka name (CreateTopics, the config
+    /// calls): the throttled-replicas lists on the topic, every other in
+    /// its `TopicConfig`.
+    pub fn set_config(&mut self, name: &str, value: &str) -> Result<(), KafkaError> {
+        match THROTTLE_CONFIGS.contains(&name) {
+            true => {
+                let v = topic_config::check(name, value)?;
+                self.throttled_replicas.insert(name.to_string(), v);
+                Ok(())
+            }
+            false => self.config.set(name, value),
+        }
+    }
+
+    /// Puts one config back to its default.
+    pub fn reset_config(&mut self, name: &str) -> Result<(), KafkaError> {
+        match THROTTLE_CONFIGS.contains(&name) {
+            true => {
+                self.throttled_replicas.remove(name);
+                Ok(())
+            }
+            false => self.config.reset(name),
+        }
+    }
+
+    /// A config's value and whether the topic set it itself (`None`: no
+    /// such config, or an internal one not set).
+    pub fn config_value(&self, name: &str) -> Option<(String, bool)> {
+        match THROTTLE_CONFIGS.contains(&name) {
+            true => Some(match self.throttled_replicas.get(name) {
+                Some(v) => (v.clone(), true),
+                None => (String::new(), false),
+            }),
+            false => Some((self.config.get(name)?, self.config.is_set(name))),
+        }
+    }
+
     pub fn partitions(&self) -> i32 {
         self.shards.len() as i32
     }
@@ -578,33 +336,6 @@ impl ClusterNode {
             None => vec![self.broker_of(0)],
             Some(_) => (0..self.shards).map(|s| self.broker_of(s)).collect(),
         }
-    }
-}
-
-/// The topic configs `kafka-reassign-partitions.sh --throttle` sets (and
-/// `--verify` deletes): which replicas the throttle applies to, `*` or
-/// `partition:broker,…`.
-pub const THROTTLE_CONFIGS: [&str; 2] = [
-    "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas",
-];
-
-/// Checks a throttled-replicas list: `*`, empty, or `partition:broker,…`.
-pub fn check_throttled_replicas(name: &str, value: &str) -> Result<(), KafkaError> {
-    let v = value.trim();
-    let ok = v.is_empty()
-        || v == "*"
-        || v.split(',').all(|pair| {
-            pair.trim().split_once(':').is_some_and(|(p, b)| {
-                p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok()
-            })
-        });
-    match ok {
-        true => Ok(()),
-        false => Err(KafkaError::new(
-            ErrorCode::InvalidConfig,
-            format!("invalid value {value:?} for config {name}: *, or partition:broker pairs separated by commas"),
-        )),
     }
 }
 

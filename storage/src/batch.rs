@@ -256,6 +256,15 @@ pub fn split_produced(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, Batc
 /// are replicated (`weir_core::leader_epoch`). Outside the CRC.
 pub const LEADER_EPOCH: i32 = 0;
 
+/// Writes a rebuilt batch's `batchLength` and CRC from what `b` (exactly
+/// the batch) now holds.
+pub fn seal(b: &mut [u8]) {
+    let batch_length = (b.len() - LOG_OVERHEAD) as i32;
+    b[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    let crc = crc32c::crc32c(&b[CRC_START..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// `batch` with `baseOffset` set to `base_offset`, its partition leader
 /// epoch set to `LEADER_EPOCH` (whatever the producer sent) and, for a LogAppendTime
 /// batch (as produced, or made one by `log_append_time`: the topic's

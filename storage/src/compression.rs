@@ -35,11 +35,22 @@ pub fn decompress(codec: i16, data: &[u8], limit: usize) -> Result<Vec<u8>, Stri
 /// codec): gzip, snappy in xerial framing, an lz4 frame of independent
 /// blocks (Kafka's `KafkaLZ4BlockInputStream` reads no other kind), zstd.
 pub fn compress(codec: i16, data: &[u8]) -> Result<Vec<u8>, String> {
+    compress_at(codec, data, None)
+}
+
+/// `compress` at `level` (a topic's `compression.gzip.level` or
+/// `compression.zstd.level`; `None`: the codec's default, gzip's 6 and
+/// zstd's 3). lz4_flex and snap have one level each.
+pub fn compress_at(codec: i16, data: &[u8], level: Option<i32>) -> Result<Vec<u8>, String> {
     use std::io::Write;
     match codec {
         NONE => Ok(data.to_vec()),
         GZIP => {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            let level = match level {
+                Some(l @ 1..=9) => flate2::Compression::new(l as u32),
+                _ => flate2::Compression::default(),
+            };
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), level);
             e.write_all(data).map_err(|e| format!("gzip: {e}"))?;
             e.finish().map_err(|e| format!("gzip: {e}"))
         }
@@ -65,7 +76,7 @@ pub fn compress(codec: i16, data: &[u8]) -> Result<Vec<u8>, String> {
             e.write_all(data).map_err(|e| format!("lz4: {e}"))?;
             e.finish().map_err(|e| format!("lz4: {e}"))
         }
-        ZSTD => zstd::bulk::compress(data, 3).map_err(|e| format!("zstd: {e}")),
+        ZSTD => zstd::bulk::compress(data, level.unwrap_or(3)).map_err(|e| format!("zstd: {e}")),
         other => Err(format!("unknown compression codec {other}")),
     }
 }

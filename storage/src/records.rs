@@ -202,6 +202,28 @@ pub fn batch_body(batch: &Bytes, h: &BatchHeader, limit: usize) -> Result<Bytes,
     }
 }
 
+/// `batch` (holding exactly it) with its records compressed with `codec`
+/// at `level` instead of its own codec (decompressing to at most `limit`
+/// bytes): the same records, offsets, timestamps and producer, as Kafka's
+/// broker recompresses to a topic's `compression.type`.
+pub fn recompress(
+    batch: &Bytes,
+    h: &BatchHeader,
+    codec: i16,
+    level: Option<i32>,
+    limit: usize,
+) -> Result<Bytes, String> {
+    let body = batch_body(batch, h, limit)?;
+    let packed = crate::compression::compress_at(codec, &body, level)?;
+    let mut b = BytesMut::with_capacity(HEADER_LEN + packed.len());
+    b.extend_from_slice(&batch[..HEADER_LEN]);
+    b.extend_from_slice(&packed);
+    let attributes = (h.attributes & !ATTR_COMPRESSION_MASK) | codec;
+    b[21..23].copy_from_slice(&attributes.to_be_bytes());
+    crate::batch::seal(&mut b);
+    Ok(b.freeze())
+}
+
 /// Parses `h.record_count` records from `body` (the bytes after the header).
 fn parse_records(body: &Bytes, h: &BatchHeader) -> Result<Vec<Record>, String> {
     let bad = |what: &str, i: i32| {

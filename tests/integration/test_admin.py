@@ -23,7 +23,7 @@ def test_create_describe_grow_delete(node):
     a = admin(node)
     fs = a.create_topics([NewTopic("adm", num_partitions=2, replication_factor=1,
                                    config={"retention.ms": "3600000", "retention.bytes": "1048576",
-                                           "max.message.bytes": "2000", "segment.bytes": "65536"})])
+                                           "max.message.bytes": "2000", "segment.bytes": "2097152"})])
     fs["adm"].result(10)
     md = a.list_topics(timeout=10)
     assert len(md.topics["adm"].partitions) == 2
@@ -31,7 +31,7 @@ def test_create_describe_grow_delete(node):
     assert configs["retention.ms"].value == "3600000"
     assert configs["retention.bytes"].value == "1048576"
     assert configs["max.message.bytes"].value == "2000"
-    assert configs["segment.bytes"].value == "65536"
+    assert configs["segment.bytes"].value == "2097152"
     assert configs["segment.ms"].is_default
 
     assert error_of(a.create_topics([NewTopic("adm", 1, 1)])["adm"]).code() == 36  # TOPIC_ALREADY_EXISTS
@@ -86,7 +86,8 @@ def test_kafka_python_admin(node):
 
 def test_incremental_alter_configs_take_effect(make_node):
     """Configs changed at run time apply to the partitions: a small
-    segment.bytes and retention.bytes make retention move the log start."""
+    segment size (Kafka's testing-only internal.segment.bytes: segment.bytes
+    is at least 1 MiB) and retention.bytes make retention move the log start."""
     import time
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
@@ -101,10 +102,10 @@ def test_incremental_alter_configs_take_effect(make_node):
     def configs():
         return list(a.describe_configs([CConfigResource("topic", "alt")]).values())[0].result(10)
 
-    alter(ConfigEntry("segment.bytes", "4096", incremental_operation=AlterConfigOpType.SET),
+    alter(ConfigEntry("internal.segment.bytes", "4096", incremental_operation=AlterConfigOpType.SET),
           ConfigEntry("retention.bytes", "8192", incremental_operation=AlterConfigOpType.SET),
           ConfigEntry("retention.ms", "1234", incremental_operation=AlterConfigOpType.SET))
-    assert configs()["segment.bytes"].value == "4096"
+    assert configs()["internal.segment.bytes"].value == "4096"
     alter(ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE))
     assert configs()["retention.ms"].is_default
     res = CConfigResource("topic", "alt", incremental_configs=[
@@ -133,7 +134,7 @@ def test_legacy_alter_configs_replace_a_topics_configs_whole(node):
     configs; a bad value or an unknown name refuses the whole change."""
     a = admin(node)
     a.create_topics([NewTopic("legacy", 1, 1, config={"retention.ms": "3600000",
-                                                       "segment.bytes": "65536"})])["legacy"].result(10)
+                                                       "segment.bytes": "2097152"})])["legacy"].result(10)
 
     def configs():
         return list(a.describe_configs([CConfigResource("topic", "legacy")]).values())[0].result(10)
@@ -179,7 +180,7 @@ def test_cleanup_policy_compact_keeps_every_record(make_node):
     # One shard: one retention pass judges both topics together.
     n = make_node(cores=1, extra=["--retention-check-ms", "200"])
     a = admin(n)
-    small = {"segment.bytes": "4096", "retention.bytes": "8192", "retention.ms": "1"}
+    small = {"internal.segment.bytes": "4096", "retention.bytes": "8192", "retention.ms": "1"}
     a.create_topics([NewTopic("kept", 1, 1, config={"cleanup.policy": "compact", **small}),
                      NewTopic("aged", 1, 1, config=small)])["kept"].result(10)
     kp = KafkaAdminClient(bootstrap_servers=n.bootstrap)
@@ -192,7 +193,7 @@ def test_cleanup_policy_compact_keeps_every_record(make_node):
     bad = a.create_topics([NewTopic("bad-policy", 1, 1, config={"cleanup.policy": "shred"})])["bad-policy"]
     assert error_of(bad).code() == 40  # INVALID_CONFIG
     unknown = a.create_topics([NewTopic("bad-name", 1, 1, config={"no.such.config": "x"})])["bad-name"]
-    assert "unknown topic config no.such.config" in error_of(unknown).str()
+    assert "Unknown topic config name: no.such.config" in error_of(unknown).str()
 
     p = Producer({"bootstrap.servers": n.bootstrap, "linger.ms": 0})
     for i in range(100):

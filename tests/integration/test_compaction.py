@@ -25,7 +25,7 @@ from conftest import Node, create_topic
 FAST = ["--compaction-check-ms", "100"]
 COMPACTED = {
     "cleanup.policy": "compact",
-    "segment.bytes": "8192",
+    "internal.segment.bytes": "8192",
     "min.cleanable.dirty.ratio": "0.01",
 }
 
@@ -299,7 +299,7 @@ def test_keyed_tables_are_compacted_and_read_the_same(tmp_path):
     node = Node(tmp_path / "data", extra=FAST).start()
     try:
         sql(node, "CREATE TABLE prices (sym TEXT PRIMARY KEY, px DOUBLE) "
-                  "WITH (segment_bytes = 8192, min_cleanable_dirty_ratio = 0.01)")
+                  "WITH (internal_segment_bytes = 8192, min_cleanable_dirty_ratio = 0.01)")
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         res = ConfigResource(ConfigResource.Type.TOPIC, "prices")
         assert admin.describe_configs([res])[res].result(15)["cleanup.policy"].value == "compact"

@@ -51,7 +51,7 @@ def stopped_node_with_segments(make_node, data_dir, records):
     """A node, stopped, whose topic `rot` holds `records` records in
     batches of 10 and segments of 16 KiB."""
     n = make_node(data_dir=data_dir)
-    create_topic(n.bootstrap, "rot", partitions=1, config={"segment.bytes": "16384"})
+    create_topic(n.bootstrap, "rot", partitions=1, config={"internal.segment.bytes": "16384"})
     p = Producer({"bootstrap.servers": n.bootstrap, "linger.ms": 0, "batch.num.messages": 10})
     for i in range(records):
         p.produce("rot", value=b"value-%06d" % i + b"x" * 90, partition=0)

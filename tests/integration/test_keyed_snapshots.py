@@ -57,7 +57,7 @@ def test_rows_come_back_from_the_snapshot_and_the_tail_after_kill_and_stop(tmp_p
     rnd = random.Random(7)
     node = Node(tmp_path / "data", extra=FAST).start()
     sql(node, "CREATE TABLE kv (id BIGINT PRIMARY KEY, v BIGINT) "
-              "WITH (partitions = 3, segment_bytes = 16384)")
+              "WITH (partitions = 3, internal_segment_bytes = 16384)")
     t = Table(node, "kv")
     t.write(rnd, 6000, 500)
     assert node.await_log("kv-0: keyed rows snapshotted", timeout=30), "".join(node.log[-20:])

@@ -306,9 +306,9 @@ def test_mixed_crash_loop_keeps_every_acknowledged_write(tmp_path):
         "--retention-check-ms", "300"]).start()
     create_topic(node.bootstrap, "crashloop", partitions=4)
     create_topic(node.bootstrap, "txn", partitions=TXN_PARTITIONS)
-    create_topic(node.bootstrap, "short", config={"retention.ms": "2000", "segment.bytes": "65536"})
+    create_topic(node.bootstrap, "short", config={"retention.ms": "2000", "internal.segment.bytes": "65536"})
     sql(node, "CREATE TABLE accounts (id INT PRIMARY KEY, balance INT) WITH (partitions = 2, "
-              "segment_bytes = 65536, min_cleanable_dirty_ratio = 0.01)")
+              "internal_segment_bytes = 65536, min_cleanable_dirty_ratio = 0.01)")
     clients = Clients(node.bootstrap)
     checker = Checker(node)
     second = SecondGroup(node.bootstrap, clients.stop)

@@ -675,7 +675,7 @@ def test_a_producers_pipelined_records_land_in_the_order_sent(node):
     # Small segments: a roll is an await inside an append, where a request
     # run beside another could overtake it.
     rows(node, "CREATE TABLE seq (k VARCHAR PRIMARY KEY, n BIGINT) "
-               "WITH (partitions = 4, segment_bytes = 16384)")
+               "WITH (partitions = 4, internal_segment_bytes = 16384)")
     p = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0, "batch.num.messages": 20,
                   "max.in.flight.requests.per.connection": 5, "acks": "all"})
     total = 20_000

@@ -72,7 +72,70 @@ fn configs() {
     );
     let e = c.set("no.such", "abc").unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidConfig);
-    assert_eq!(e.message, "unknown topic config no.such");
+    assert_eq!(e.message, "Unknown topic config name: no.such");
+}
+
+#[test]
+fn every_kafka_topic_config_is_checked_as_kafka_checks_it() {
+    let mut c = TopicConfig::default();
+    for (name, good, bad) in [
+        ("compression.type", "lz4", "LZ4"),
+        ("compression.gzip.level", "-1", "0"),
+        ("compression.zstd.level", "-131072", "23"),
+        ("compression.lz4.level", "17", "18"),
+        ("flush.messages", "1", "0"),
+        ("flush.ms", "0", "-1"),
+        ("unclean.leader.election.enable", "TRUE", "yes"),
+        ("preallocate", "false", "1"),
+        ("segment.bytes", "1048576", "1048575"),
+        ("internal.segment.bytes", "4096", "13"),
+        ("local.retention.ms", "-2", "-3"),
+        ("message.timestamp.after.max.ms", "0", "-1"),
+        ("segment.index.bytes", "4", "3"),
+        ("max.message.bytes", "0", "2147483648"),
+    ] {
+        c.set(name, good)
+            .unwrap_or_else(|e| panic!("{name}={good}: {e:?}"));
+        assert!(c.is_set(name), "{name}");
+        let e = c.set(name, bad).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidConfig, "{name}={bad}");
+        assert!(e.message.contains(name), "{}", e.message);
+    }
+    assert_eq!(c.get("compression.type").unwrap(), "lz4");
+    assert_eq!(c.compression.codec(), Some(weir_storage::compression::LZ4));
+    assert_eq!(c.get("unclean.leader.election.enable").unwrap(), "true");
+    assert!(c.unclean_leader_election);
+    assert_eq!(c.get("flush.messages").unwrap(), "1");
+    // Kafka's testing-only segment size wins over segment.bytes.
+    assert_eq!(c.log_config().segment_bytes, 4096);
+    c.reset("internal.segment.bytes").unwrap();
+    assert_eq!(c.get("internal.segment.bytes"), None);
+    assert_eq!(c.log_config().segment_bytes, 1048576);
+    c.reset("flush.messages").unwrap();
+    assert_eq!(c.get("flush.messages").unwrap(), i64::MAX.to_string());
+    assert!(!c.is_set("flush.messages"));
+    // No tiered storage here: refused as Kafka refuses it with the
+    // broker's tiered storage off.
+    let e = c.set("remote.storage.enable", "true").unwrap_err();
+    assert!(e.message.contains("Tiered Storage"), "{}", e.message);
+    c.set("remote.storage.enable", "false").unwrap();
+    // Checked together once all are set.
+    c.set("min.compaction.lag.ms", "10").unwrap();
+    c.set("max.compaction.lag.ms", "5").unwrap();
+    assert_eq!(c.validate().unwrap_err().code, ErrorCode::InvalidConfig);
+    // The throttle lists are the topic's, not its TopicConfig's.
+    assert!(c.set("leader.replication.throttled.replicas", "*").is_err());
+    assert!(topic_config::check("leader.replication.throttled.replicas", "0:1, 1:2").is_ok());
+}
+
+#[test]
+fn older_catalogs_explicit_bits_read_as_names() {
+    let old = r#"{"retention_ms":1,"retention_bytes":-1,"max_message_bytes":10,"segment_bytes":100,"segment_ms":5,"explicit":2052}"#;
+    let c: TopicConfig = serde_json::from_str(old).unwrap();
+    assert!(c.is_set("retention.ms") && c.is_set("min.insync.replicas"));
+    assert!(!c.is_set("cleanup.policy"));
+    let again: TopicConfig = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+    assert_eq!(again, c);
 }
 
 #[test]
@@ -93,7 +156,19 @@ fn cleanup_policy_and_retention() {
     assert_eq!(c.log_config().retention_bytes, 5000);
     let e = c.set("cleanup.policy", "shred").unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidConfig);
-    assert!(e.message.contains("delete, compact or compact,delete"));
+    assert!(e.message.contains("String must be one of: compact, delete"));
+    assert!(
+        c.set("cleanup.policy", "Delete").is_err(),
+        "case matters, as in Kafka"
+    );
+    // Empty (Kafka 4.1 takes it): neither retention nor compaction.
+    c.set("cleanup.policy", "").unwrap();
+    assert_eq!(c.get("cleanup.policy").unwrap(), "");
+    let l = c.log_config();
+    assert_eq!(
+        (l.retention_ms, l.retention_bytes, l.compaction),
+        (-1, -1, None)
+    );
     // A catalog written before the policy existed reads as `delete`.
     let old = r#"{"retention_ms":1,"retention_bytes":-1,"max_message_bytes":10,"segment_bytes":100,"segment_ms":5}"#;
     let c: TopicConfig = serde_json::from_str(old).unwrap();

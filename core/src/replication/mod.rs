@@ -12,8 +12,10 @@
 //! Invariants (asserted where they are kept):
 //! - one leader per epoch: an election bumps the leader epoch, and only
 //!   the quorum elects;
-//! - leaders come only from the ISR (no unclean election): a partition
-//!   whose in-sync replicas are all fenced has no leader until one is back;
+//! - leaders come only from the ISR: a partition whose in-sync replicas
+//!   are all fenced has no leader until one is back, unless an unclean
+//!   election is asked for (ElectLeaders type 1, or the topic's
+//!   `unclean.leader.election.enable`), which may lose committed records;
 //! - the high watermark never passes any in-sync replica's durable end
 //!   (`leader`), and a follower truncates only above it.
 
@@ -31,10 +33,13 @@ pub mod reassign;
 /// which keeps it: it holds every committed record and may come back),
 /// and a partition whose leader is fenced or out of the ISR gets the first
 /// live in-sync replica in replica order, in a new leader epoch; none:
-/// `NO_LEADER` until one is back.
+/// `NO_LEADER` until one is back, unless the topic allows an unclean
+/// election (`unclean.leader.election.enable`): then its first live
+/// replica, as Kafka's controller does.
 pub fn elect_leaders(cat: &mut Catalog) {
     let live: BTreeSet<i32> = cat.live_nodes().map(|n| n.id).collect();
     for t in cat.topics.values_mut() {
+        let unclean = t.config.unclean_leader_election;
         for (p, r) in t.replication.iter_mut().enumerate() {
             let Some(leader) = t.nodes.get_mut(p) else {
                 continue;
@@ -55,6 +60,20 @@ pub fn elect_leaders(cat: &mut Catalog) {
             if !serving {
                 let order = r.replicas.clone();
                 lead_from(leader, r, &live, &order);
+            }
+            if *leader == NO_LEADER && unclean {
+                // `unclean.leader.election.enable`: the first live replica
+                // leads, and is the ISR alone (what it lacks is lost).
+                if let Some(&n) = r.replicas.iter().find(|n| live.contains(n)) {
+                    log::warn!(
+                        "{}-{p}: unclean election of node {n}, not in sync {:?}",
+                        t.name,
+                        r.isr
+                    );
+                    r.isr = vec![n];
+                    *leader = n;
+                    r.leader_epoch += 1;
+                }
             }
             if (r.isr.clone(), *leader) != before {
                 r.partition_epoch += 1;

@@ -168,22 +168,23 @@ impl Shard {
             }
             f => f as usize,
         };
-        let mut config = TopicConfig::default();
-        for (name, value) in &t.configs {
-            if let Some(v) = value {
-                config.set(name, v)?;
-            }
-        }
         let mut meta = TopicMeta {
             shards: Vec::new(),
             nodes: Vec::new(),
             replication: Vec::new(),
             name: t.name,
             id: new_topic_id(),
-            config,
+            config: TopicConfig::default(),
             schema: t.schema,
             throttled_replicas: Default::default(),
         };
+        for (name, value) in &t.configs {
+            match value {
+                Some(v) => meta.set_config(name, v)?,
+                None => meta.reset_config(name)?,
+            }
+        }
+        meta.config.validate()?;
         match t.assignments.is_empty() {
             true => self.place_partitions(cat, &mut meta, partitions, replication_factor)?,
             false => self.place_assigned(cat, &mut meta, &t.assignments)?,
@@ -511,33 +512,22 @@ impl Shard {
                             format!("topic {name:?} does not exist"),
                         )
                     })?;
-                    let mut config = t.config;
-                    let mut throttled = t.throttled_replicas.clone();
+                    let mut changed_topic = t.clone();
                     for ConfigChange {
                         name: key,
                         op,
                         value,
                     } in ops
                     {
-                        let value = set_or_delete(&key, op, value)?;
-                        match (
-                            crate::catalog::THROTTLE_CONFIGS.contains(&key.as_str()),
-                            value,
-                        ) {
-                            (true, Some(v)) => {
-                                crate::catalog::check_throttled_replicas(&key, &v)?;
-                                throttled.insert(key, v);
-                            }
-                            (true, None) => {
-                                throttled.remove(&key);
-                            }
-                            (false, Some(v)) => config.set(&key, &v)?,
-                            (false, None) => config.reset(&key)?,
+                        let now = changed_topic.config_value(&key).map(|(v, _)| v);
+                        match topic_config_change(&key, op, value, now)? {
+                            Some(v) => changed_topic.set_config(&key, &v)?,
+                            None => changed_topic.reset_config(&key)?,
                         }
                     }
-                    if !validate_only && (config != t.config || throttled != t.throttled_replicas) {
-                        t.config = config;
-                        t.throttled_replicas = throttled;
+                    changed_topic.config.validate()?;
+                    if !validate_only && changed_topic != *t {
+                        *t = changed_topic;
                         changed = true;
                     }
                     Ok(())
@@ -774,6 +764,40 @@ impl Shard {
 /// One IncrementalAlterConfigs operation on config `key`: SET (0) with its
 /// value (`Some`), or DELETE (1, `None`); any other, or a SET without a
 /// value, is refused saying so.
+/// What one IncrementalAlterConfigs operation on a topic config leaves:
+/// Kafka's 0 SET, 1 DELETE (`None`: back to the default), and on a list
+/// config (`cleanup.policy`, the throttled-replicas lists) 2 APPEND and
+/// 3 SUBTRACT its comma-separated items, given its value `now`.
+fn topic_config_change(
+    key: &str,
+    op: i8,
+    value: Option<String>,
+    now: Option<String>,
+) -> Result<Option<String>, KafkaError> {
+    let is_list = crate::catalog::topic_config::spec(key).is_some_and(|s| s.kind.is_list());
+    match (op, value) {
+        (2 | 3, _) if !is_list => Err(KafkaError::new(
+            ErrorCode::InvalidConfig,
+            format!("Config value append is not allowed for config key: {key} (APPEND and SUBTRACT apply to list configs only)"),
+        )),
+        (2 | 3, Some(v)) => {
+            let items = |s: &str| -> Vec<String> {
+                s.split(',').map(str::trim).filter(|i| !i.is_empty()).map(String::from).collect()
+            };
+            let mut list = items(now.as_deref().unwrap_or(""));
+            for item in items(&v) {
+                match op {
+                    2 if !list.contains(&item) => list.push(item),
+                    3 => list.retain(|i| *i != item),
+                    _ => {}
+                }
+            }
+            Ok(Some(list.join(",")))
+        }
+        (op, value) => set_or_delete(key, op, value),
+    }
+}
+
 fn set_or_delete(key: &str, op: i8, value: Option<String>) -> Result<Option<String>, KafkaError> {
     match (op, value) {
         (0, Some(v)) => Ok(Some(v)),

@@ -68,6 +68,11 @@ pub async fn ingest(
             ));
         }
     }
+    if let Some(t) = topic.filter(|t| !t.config.log_append_time) {
+        for (h, b) in &batches {
+            check_timestamps(p, &t.config, h, b)?;
+        }
+    }
     let schema = topic.and_then(|t| t.schema.as_ref());
     if let Some(avro) = schema.filter(|s| s.avro_subject().is_some()) {
         // An Avro table keeps the records as produced, once each passes
@@ -82,19 +87,101 @@ pub async fn ingest(
             check_keys(p, h, b)?;
         }
     }
-    match schema {
-        None => Ok(Ingest::Append(batches)),
-        Some(schema) if schema.avro_subject().is_some() => Ok(Ingest::Append(batches)),
+    let ingest = match schema {
+        None => Ingest::Append(batches),
+        Some(schema) if schema.avro_subject().is_some() => Ingest::Append(batches),
         Some(schema) if schema.keeps_records() => {
             // A `_value` table keeps the records as produced, once each
             // batch passes its checks (the whole request or nothing).
             for (h, b) in &batches {
                 super::check_records(&p.topic, schema, h, b, MAX_DECOMPRESSED)?;
             }
-            Ok(Ingest::Append(batches))
+            Ingest::Append(batches)
         }
-        Some(schema) => to_rows(p, schema, batches),
+        Some(schema) => to_rows(p, schema, batches)?,
+    };
+    match (ingest, topic) {
+        (Ingest::Append(batches), Some(t)) => Ok(Ingest::Append(recompressed(p, t, batches)?)),
+        (ingest, _) => Ok(ingest),
     }
+}
+
+/// A CreateTime topic refuses a batch holding a record stamped further
+/// before or after the node's clock than `message.timestamp.before.max.ms`
+/// / `after.max.ms` allow (INVALID_TIMESTAMP, Kafka's `LogValidator`
+/// message). The header's max timestamp settles the after bound; the
+/// before bound (unbounded by default) reads the records.
+fn check_timestamps(
+    p: &Partition,
+    c: &crate::catalog::TopicConfig,
+    h: &BatchHeader,
+    batch: &Bytes,
+) -> Result<(), KafkaError> {
+    let now = now_ms();
+    let earliest = now.saturating_sub(c.timestamp_before_max_ms);
+    let latest = now.saturating_add(c.timestamp_after_max_ms);
+    let out_of_range = |i: usize, ts: i64| {
+        let mut e = KafkaError::new(
+            ErrorCode::InvalidTimestamp,
+            format!(
+                "Timestamp {ts} of message with offset {i} is out of range. The timestamp \
+                 should be within [{earliest}, {latest}] (message.timestamp.before.max.ms / \
+                 after.max.ms of {}-{})",
+                p.topic, p.index
+            ),
+        );
+        e.record_index = Some(i as i32);
+        e
+    };
+    let before_bounded = c.timestamp_before_max_ms < i64::MAX;
+    if h.max_timestamp <= latest && !before_bounded {
+        return Ok(());
+    }
+    let records =
+        weir_storage::records::batch_records(batch, h, MAX_DECOMPRESSED).map_err(|e| {
+            KafkaError::new(
+                ErrorCode::CorruptMessage,
+                format!("{}-{}: {e}", p.topic, p.index),
+            )
+        })?;
+    match records
+        .iter()
+        .position(|r| r.timestamp > latest || r.timestamp < earliest)
+    {
+        Some(i) => Err(out_of_range(i, records[i].timestamp)),
+        None => Ok(()),
+    }
+}
+
+/// The batches to store in the codec of the topic's `compression.type`:
+/// each batch in another is recompressed (at the topic's level), as
+/// Kafka's broker does; `producer` keeps every batch as sent.
+fn recompressed(
+    p: &Partition,
+    t: &TopicMeta,
+    batches: Vec<(BatchHeader, Bytes)>,
+) -> Result<Vec<(BatchHeader, Bytes)>, KafkaError> {
+    let Some(codec) = t.config.compression.codec() else {
+        return Ok(batches);
+    };
+    let level = t.config.level(codec);
+    batches
+        .into_iter()
+        .map(|(h, b)| {
+            if h.attributes & weir_storage::batch::ATTR_COMPRESSION_MASK == codec {
+                return Ok((h, b));
+            }
+            let b = weir_storage::records::recompress(&b, &h, codec, level, MAX_DECOMPRESSED)
+                .map_err(|e| {
+                    KafkaError::new(
+                        ErrorCode::CorruptMessage,
+                        format!("{}-{}: {e}", p.topic, p.index),
+                    )
+                })?;
+            let h = BatchHeader::parse(&b).expect("a rebuilt batch");
+            Ok((h, b))
+        })
+        .collect()
 }
 
 /// A typed table stores rows: every record is converted (or the whole

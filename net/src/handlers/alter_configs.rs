@@ -7,7 +7,8 @@
 
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
-use weir_core::catalog::{CONFIG_NAMES, NODE_CONFIGS, THROTTLE_CONFIGS};
+use weir_core::catalog::topic_config::TOPIC_CONFIGS;
+use weir_core::catalog::NODE_CONFIGS;
 use weir_core::shard::ConfigChange;
 
 use super::incremental_alter_configs::{
@@ -29,7 +30,7 @@ pub async fn handle(cx: &RequestContext, req: AlterConfigsRequest) -> AlterConfi
         .map(|r| {
             let named: Vec<String> = r.configs.iter().map(|c| c.name.to_string()).collect();
             let all: &[&str] = match r.resource_type {
-                RESOURCE_TOPIC => &[&CONFIG_NAMES[..], &THROTTLE_CONFIGS[..]].concat(),
+                RESOURCE_TOPIC => &TOPIC_CONFIGS.iter().map(|s| s.name).collect::<Vec<_>>(),
                 RESOURCE_BROKER => &NODE_CONFIGS,
                 _ => &[],
             };

@@ -4,9 +4,9 @@ use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
-use weir_core::catalog::CONFIG_NAMES;
 use weir_core::shard::NewTopic;
 
+use super::describe_configs::topic_configs;
 use super::{denied_topic, error_parts, only_allowed, str, RequestContext};
 
 pub const MIN: i16 = 2;
@@ -65,13 +65,14 @@ pub async fn handle(cx: &RequestContext, req: CreateTopicsRequest) -> CreateTopi
                         .with_topic_id(uuid::Uuid::from_bytes(meta.id));
                     if version >= 5 {
                         t.with_configs(Some(
-                            CONFIG_NAMES
-                                .iter()
-                                .map(|n| {
+                            topic_configs(&meta)
+                                .map(|(spec, value, source)| {
                                     CreatableTopicConfigs::default()
-                                        .with_name(str(n))
-                                        .with_value(meta.config.get(n).map(|v| str(&v)))
-                                        .with_config_source(5)
+                                        .with_name(str(spec.name))
+                                        .with_value(Some(str(&value)))
+                                        .with_config_source(source)
+                                        .with_read_only(false)
+                                        .with_is_sensitive(false)
                                 })
                                 .collect(),
                         ))

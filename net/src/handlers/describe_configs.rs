@@ -5,7 +5,8 @@ use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
-use weir_core::catalog::{TopicConfig, CONFIG_NAMES};
+use weir_core::catalog::topic_config::{Spec, TOPIC_CONFIGS};
+use weir_core::catalog::TopicMeta;
 use weir_core::ErrorCode;
 
 use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
@@ -22,19 +23,34 @@ const RESOURCE_BROKER: i8 = 4;
 const SOURCE_TOPIC: i8 = 1;
 const SOURCE_DYNAMIC_NODE: i8 = 2;
 const SOURCE_DYNAMIC_DEFAULT: i8 = 3;
+const SOURCE_STATIC_NODE: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
-/// Kafka's ConfigType.
-const TYPE_STRING: i8 = 2;
-const TYPE_INT: i8 = 3;
+/// Kafka's ConfigType LONG (the node configs' rates).
 const TYPE_LONG: i8 = 5;
-const TYPE_DOUBLE: i8 = 6;
-const TYPE_LIST: i8 = 7;
+
+/// Every config of topic `t` as DescribeConfigs and CreateTopics report
+/// it: its spec, value and source (the topic's own if it set it, even to
+/// the default value, as Kafka; a default of this node's own where it
+/// differs from Kafka's; else Kafka's default). Internal configs appear
+/// only when set.
+pub(super) fn topic_configs(
+    t: &TopicMeta,
+) -> impl Iterator<Item = (&'static Spec, String, i8)> + '_ {
+    TOPIC_CONFIGS.iter().filter_map(move |spec| {
+        let (value, own) = t.config_value(spec.name)?;
+        let source = match (own || value != spec.default(), spec.node_default) {
+            (true, _) => SOURCE_TOPIC,
+            (false, Some(_)) => SOURCE_STATIC_NODE,
+            (false, None) => SOURCE_DEFAULT,
+        };
+        Some((spec, value, source))
+    })
+}
 
 pub async fn handle(cx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let shard = &cx.shard;
     let caller = &cx.caller;
     let catalog = shard.catalog();
-    let defaults = TopicConfig::default();
     let results = req
         .resources
         .into_iter()
@@ -68,40 +84,17 @@ pub async fn handle(cx: &RequestContext, req: DescribeConfigsRequest) -> Describ
             match r.resource_type {
                 RESOURCE_TOPIC => match catalog.topic(&r.resource_name) {
                     Some(t) => out.with_configs(
-                        CONFIG_NAMES
-                            .iter()
-                            .filter(|n| wanted(n))
-                            .map(|n| {
-                                let value = t.config.get(n);
+                        topic_configs(t)
+                            .filter(|(spec, _, _)| wanted(spec.name))
+                            .map(|(spec, value, source)| {
                                 DescribeConfigsResourceResult::default()
-                                    .with_name(str(n))
-                                    // The topic's own if it set it (even
-                                    // to the default value), as Kafka.
-                                    .with_config_source(
-                                        if t.config.is_set(n) || value != defaults.get(n) {
-                                            SOURCE_TOPIC
-                                        } else {
-                                            SOURCE_DEFAULT
-                                        },
-                                    )
-                                    .with_config_type(match *n {
-                                        "max.message.bytes" => TYPE_INT,
-                                        "cleanup.policy" => TYPE_LIST,
-                                        "message.timestamp.type" => TYPE_STRING,
-                                        "min.cleanable.dirty.ratio" => TYPE_DOUBLE,
-                                        _ => TYPE_LONG,
-                                    })
-                                    .with_value(value.map(|v| str(&v)))
+                                    .with_name(str(spec.name))
+                                    .with_config_source(source)
+                                    .with_config_type(spec.kind.type_code())
+                                    .with_value(Some(str(&value)))
+                                    .with_read_only(false)
+                                    .with_is_sensitive(false)
                             })
-                            .chain(t.throttled_replicas.iter().filter(|(n, _)| wanted(n)).map(
-                                |(n, v)| {
-                                    DescribeConfigsResourceResult::default()
-                                        .with_name(str(n))
-                                        .with_config_source(SOURCE_TOPIC)
-                                        .with_config_type(TYPE_LIST)
-                                        .with_value(Some(str(v)))
-                                },
-                            ))
                             .collect(),
                     ),
                     None => out

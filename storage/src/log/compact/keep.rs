@@ -7,9 +7,7 @@ use bytes::Bytes;
 
 use super::batches::{body_of, raw_records, RawRecord};
 use super::earlier;
-use crate::batch::{
-    BatchHeader, ATTR_COMPRESSION_MASK, ATTR_DELETE_HORIZON, HEADER_LEN, LOG_OVERHEAD,
-};
+use crate::batch::{BatchHeader, ATTR_COMPRESSION_MASK, ATTR_DELETE_HORIZON, HEADER_LEN};
 use crate::log::PartitionLog;
 use crate::varint::write_varlong;
 use crate::StorageError;
@@ -114,15 +112,12 @@ fn rebuild(
     let mut b = Vec::with_capacity(HEADER_LEN + packed.len());
     b.extend_from_slice(&batch[..HEADER_LEN]);
     b.extend_from_slice(&packed);
-    let batch_length = (b.len() - LOG_OVERHEAD) as i32;
-    b[8..12].copy_from_slice(&batch_length.to_be_bytes());
     if let Some(base) = new_horizon {
         let attributes = h.attributes | ATTR_DELETE_HORIZON;
         b[21..23].copy_from_slice(&attributes.to_be_bytes());
         b[27..35].copy_from_slice(&base.to_be_bytes());
     }
     b[57..61].copy_from_slice(&(kept.len() as i32).to_be_bytes());
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    crate::batch::seal(&mut b);
     Ok(Bytes::from(b))
 }
