@@ -89,6 +89,7 @@ apis! {
         ListPartitionReassignments => list_partition_reassignments,
         UnregisterBroker => unregister_broker,
         DescribeProducers => describe_producers,
+        DescribeTopicPartitions => describe_topic_partitions,
         DescribeTransactions => describe_transactions,
         ListTransactions => list_transactions,
         ConsumerGroupHeartbeat => consumer_group_heartbeat,

@@ -91,6 +91,28 @@ fn the_last_in_sync_replica_stays_and_leads_again_when_back() {
 }
 
 #[test]
+fn a_topic_allowing_unclean_elections_takes_a_live_replica_out_of_sync() {
+    let mut c = cluster();
+    c.topics
+        .get_mut("t")
+        .unwrap()
+        .config
+        .unclean_leader_election = true;
+    fence(&mut c, 3, true);
+    fence(&mut c, 2, true);
+    // While an in-sync replica lives, it leads: nothing unclean.
+    assert_eq!(state(&c), (1, vec![1], 0, 2));
+    fence(&mut c, 1, true);
+    assert_eq!(state(&c), (NO_LEADER, vec![1], 1, 3));
+    // 2 comes back out of sync: it leads, the ISR alone, in a new epoch.
+    fence(&mut c, 2, false);
+    assert_eq!(state(&c), (2, vec![2], 2, 4));
+    // 1, back, does not take over (it is no longer in sync).
+    fence(&mut c, 1, false);
+    assert_eq!(state(&c), (2, vec![2], 2, 4));
+}
+
+#[test]
 fn isr_changes_only_from_the_leader_in_its_epochs() {
     let mut c = cluster();
     fence(&mut c, 3, true);
