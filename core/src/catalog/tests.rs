@@ -129,6 +129,37 @@ fn every_kafka_topic_config_is_checked_as_kafka_checks_it() {
 }
 
 #[test]
+fn topics_follow_the_cluster_wide_defaults_they_do_not_override() {
+    let mut c = TopicConfig::default();
+    c.set("retention.ms", "1000").unwrap();
+    let defaults = std::collections::BTreeMap::from([
+        ("retention.ms".to_string(), "5".to_string()),
+        ("segment.ms".to_string(), "60000".to_string()),
+        ("flush.ms".to_string(), "10".to_string()),
+    ]);
+    c.follow_defaults(&defaults);
+    assert_eq!(c.retention_ms, 1000, "its own stays");
+    assert_eq!(c.segment_ms, 60000);
+    assert_eq!(c.get("flush.ms").unwrap(), "10");
+    assert!(!c.is_set("segment.ms") && !c.is_set("flush.ms"));
+    // The defaults deleted: back to the spec's.
+    c.follow_defaults(&Default::default());
+    assert_eq!(c.segment_ms, 604_800_000);
+    assert_eq!(c.get("flush.ms").unwrap(), i64::MAX.to_string());
+    assert!(c.kept.is_empty(), "{:?}", c.kept);
+    // A config reset follows the default again.
+    c.reset("retention.ms").unwrap();
+    c.follow_defaults(&defaults);
+    assert_eq!(c.retention_ms, 5);
+    // Catalogs from before `explicit`: a value not the default was set.
+    let old = r#"{"retention_ms":1,"retention_bytes":-1,"max_message_bytes":1048588,"segment_bytes":1073741824,"segment_ms":604800000}"#;
+    let mut o: TopicConfig = serde_json::from_str(old).unwrap();
+    assert!(o.is_set("retention.ms") && !o.is_set("segment.ms"));
+    o.follow_defaults(&defaults);
+    assert_eq!((o.retention_ms, o.segment_ms), (1, 60000));
+}
+
+#[test]
 fn older_catalogs_explicit_bits_read_as_names() {
     let old = r#"{"retention_ms":1,"retention_bytes":-1,"max_message_bytes":10,"segment_bytes":100,"segment_ms":5,"explicit":2052}"#;
     let c: TopicConfig = serde_json::from_str(old).unwrap();

@@ -156,6 +156,69 @@ pub const THROTTLE_CONFIGS: [&str; 2] = [
     "follower.replication.throttled.replicas",
 ];
 
+/// Kafka's node config for each topic config's default (its
+/// `ServerTopicConfigSynonyms`): set at run time on the cluster-wide
+/// BROKER resource, it is the default of every topic that does not set
+/// its own.
+pub const NODE_SYNONYMS: &[(&str, &str)] = &[
+    ("cleanup.policy", "log.cleanup.policy"),
+    ("compression.gzip.level", "compression.gzip.level"),
+    ("compression.lz4.level", "compression.lz4.level"),
+    ("compression.type", "compression.type"),
+    ("compression.zstd.level", "compression.zstd.level"),
+    ("delete.retention.ms", "log.cleaner.delete.retention.ms"),
+    ("file.delete.delay.ms", "log.segment.delete.delay.ms"),
+    ("flush.messages", "log.flush.interval.messages"),
+    ("flush.ms", "log.flush.interval.ms"),
+    ("index.interval.bytes", "log.index.interval.bytes"),
+    ("local.retention.bytes", "log.local.retention.bytes"),
+    ("local.retention.ms", "log.local.retention.ms"),
+    ("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
+    ("max.message.bytes", "message.max.bytes"),
+    (
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+    ),
+    (
+        "message.timestamp.before.max.ms",
+        "log.message.timestamp.before.max.ms",
+    ),
+    ("message.timestamp.type", "log.message.timestamp.type"),
+    (
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+    ),
+    ("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
+    ("min.insync.replicas", "min.insync.replicas"),
+    ("preallocate", "log.preallocate"),
+    ("retention.bytes", "log.retention.bytes"),
+    ("retention.ms", "log.retention.ms"),
+    ("segment.bytes", "log.segment.bytes"),
+    ("segment.index.bytes", "log.index.size.max.bytes"),
+    ("segment.jitter.ms", "log.roll.jitter.ms"),
+    ("segment.ms", "log.roll.ms"),
+    (
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+    ),
+];
+
+/// The node config that sets `topic_config`'s default, if any.
+pub fn node_synonym(topic_config: &str) -> Option<&'static str> {
+    NODE_SYNONYMS
+        .iter()
+        .find(|(t, _)| *t == topic_config)
+        .map(|(_, n)| *n)
+}
+
+/// The topic config whose default the node config `name` sets, if any.
+pub fn of_node_synonym(name: &str) -> Option<&'static str> {
+    NODE_SYNONYMS
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(t, _)| *t)
+}
+
 /// The spec of a topic config by its name.
 pub fn spec(name: &str) -> Option<&'static Spec> {
     TOPIC_CONFIGS.iter().find(|s| s.name == name)
@@ -368,7 +431,7 @@ pub struct TopicConfig {
     /// DescribeConfigs reports those as the topic's own, as Kafka does
     /// (older catalogs wrote a bit set over the first twelve names,
     /// `EXPLICIT_BITS`; absent: none).
-    #[serde(default, deserialize_with = "explicit_names")]
+    #[serde(default = "explicit_unknown", deserialize_with = "explicit_names")]
     pub explicit: BTreeSet<String>,
     /// `min.insync.replicas`: an acks=all produce is taken only while at
     /// least this many replicas (the leader among them) are in sync, and
@@ -446,6 +509,14 @@ const EXPLICIT_BITS: [&str; 12] = [
     "min.insync.replicas",
 ];
 
+/// Catalogs written before `explicit` existed: which configs the topic set
+/// is not known, so each whose value is not the default counts as set.
+const EXPLICIT_UNKNOWN: &str = "?";
+
+fn explicit_unknown() -> BTreeSet<String> {
+    BTreeSet::from([EXPLICIT_UNKNOWN.to_string()])
+}
+
 fn explicit_names<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeSet<String>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -508,6 +579,30 @@ impl TopicConfig {
     /// Whether the topic set `name` itself (else it has the default).
     pub fn is_set(&self, name: &str) -> bool {
         self.explicit.contains(name)
+            || (self.explicit.contains(EXPLICIT_UNKNOWN)
+                && spec(name).is_some_and(|s| self.get(name).is_some_and(|v| v != s.default())))
+    }
+
+    /// Gives every config the topic does not set itself its default:
+    /// `defaults`' value (the cluster-wide defaults set at run time, by
+    /// topic config name, `Catalog::topic_defaults`), else the spec's.
+    pub fn follow_defaults(&mut self, defaults: &BTreeMap<String, String>) {
+        for spec in TOPIC_CONFIGS {
+            if THROTTLE_CONFIGS.contains(&spec.name) || self.is_set(spec.name) {
+                continue;
+            }
+            self.kept.remove(spec.name);
+            let value = defaults
+                .get(spec.name)
+                .map_or(spec.default(), String::as_str);
+            if self.assign(spec.name, value).is_err() {
+                // Defaults are checked when set: only a spec default here.
+                let _ = self.assign(spec.name, spec.default());
+            }
+            if value == spec.default() || spec.internal {
+                self.kept.remove(spec.name);
+            }
+        }
     }
 
     /// Puts one config back to its default (no longer the topic's own).

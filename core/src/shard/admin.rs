@@ -184,6 +184,7 @@ impl Shard {
                 None => meta.reset_config(name)?,
             }
         }
+        meta.config.follow_defaults(&cat.topic_defaults());
         meta.config.validate()?;
         match t.assignments.is_empty() {
             true => self.place_partitions(cat, &mut meta, partitions, replication_factor)?,
@@ -503,6 +504,7 @@ impl Shard {
     ) -> Vec<Result<(), KafkaError>> {
         self.change_catalog(items.len(), move |_, cat| {
             let mut changed = false;
+            let defaults = cat.topic_defaults();
             let results: Vec<_> = items
                 .into_iter()
                 .map(|(name, ops)| {
@@ -525,6 +527,7 @@ impl Shard {
                             None => changed_topic.reset_config(&key)?,
                         }
                     }
+                    changed_topic.config.follow_defaults(&defaults);
                     changed_topic.config.validate()?;
                     if !validate_only && changed_topic != *t {
                         *t = changed_topic;
@@ -563,13 +566,18 @@ impl Shard {
                     for ConfigChange { name, op, value } in ops {
                         match set_or_delete(&name, op, value)? {
                             Some(v) => {
-                                crate::catalog::check_node_config(&name, &v)?;
-                                configs.insert(name, v.trim().to_string());
+                                let v = crate::catalog::check_node_config(&node, &name, &v)?;
+                                configs.insert(name, v);
                             }
                             // Deleting one never set is no change (the
                             // reassignment tool deletes every throttle).
                             None => {
-                                crate::catalog::check_node_config(&name, "0")?;
+                                let known = crate::catalog::topic_config::of_node_synonym(&name)
+                                    .is_some()
+                                    || crate::catalog::NODE_CONFIGS.contains(&name.as_str());
+                                if !known {
+                                    crate::catalog::check_node_config(&node, &name, "0")?;
+                                }
                                 configs.remove(&name);
                             }
                         }
@@ -580,6 +588,12 @@ impl Shard {
                             true => cat.node_configs.remove(&node),
                             false => cat.node_configs.insert(node, configs),
                         };
+                        // Every topic follows the defaults it does not
+                        // override, as Kafka's dynamic log configs.
+                        let defaults = cat.topic_defaults();
+                        for t in cat.topics.values_mut() {
+                            t.config.follow_defaults(&defaults);
+                        }
                         changed = true;
                     }
                     Ok(())

@@ -7,7 +7,7 @@
 
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
-use weir_core::catalog::topic_config::TOPIC_CONFIGS;
+use weir_core::catalog::topic_config::{NODE_SYNONYMS, TOPIC_CONFIGS};
 use weir_core::catalog::NODE_CONFIGS;
 use weir_core::shard::ConfigChange;
 
@@ -31,7 +31,11 @@ pub async fn handle(cx: &RequestContext, req: AlterConfigsRequest) -> AlterConfi
             let named: Vec<String> = r.configs.iter().map(|c| c.name.to_string()).collect();
             let all: &[&str] = match r.resource_type {
                 RESOURCE_TOPIC => &TOPIC_CONFIGS.iter().map(|s| s.name).collect::<Vec<_>>(),
-                RESOURCE_BROKER => &NODE_CONFIGS,
+                RESOURCE_BROKER => &NODE_CONFIGS
+                    .iter()
+                    .copied()
+                    .chain(NODE_SYNONYMS.iter().map(|(_, n)| *n))
+                    .collect::<Vec<_>>(),
                 _ => &[],
             };
             // The defaults first, then what is named (a null value is a

@@ -1,12 +1,15 @@
-//! DescribeConfigs (key 32): a topic's real config values; a broker's,
-//! the node configs changed at run time (`catalog::NODE_CONFIGS`).
+//! DescribeConfigs (key 32): every config of a topic with its value and
+//! source; a node's configs under Kafka's names (`node_configs`).
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
-use weir_core::catalog::topic_config::{Spec, TOPIC_CONFIGS};
-use weir_core::catalog::TopicMeta;
+use std::collections::BTreeMap;
+
+use weir_core::catalog::topic_config::{self, Spec, TOPIC_CONFIGS};
+use weir_core::catalog::{Catalog, TopicMeta, NODE_CONFIGS};
+use weir_core::shard::Shard;
 use weir_core::ErrorCode;
 
 use weir_core::auth::acl::{Operation, ResourceType, CLUSTER};
@@ -25,26 +28,150 @@ const SOURCE_DYNAMIC_NODE: i8 = 2;
 const SOURCE_DYNAMIC_DEFAULT: i8 = 3;
 const SOURCE_STATIC_NODE: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
-/// Kafka's ConfigType LONG (the node configs' rates).
+/// Kafka's ConfigType.
+const TYPE_BOOLEAN: i8 = 1;
+const TYPE_STRING: i8 = 2;
+const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
 
 /// Every config of topic `t` as DescribeConfigs and CreateTopics report
 /// it: its spec, value and source (the topic's own if it set it, even to
-/// the default value, as Kafka; a default of this node's own where it
-/// differs from Kafka's; else Kafka's default). Internal configs appear
-/// only when set.
-pub(super) fn topic_configs(
-    t: &TopicMeta,
-) -> impl Iterator<Item = (&'static Spec, String, i8)> + '_ {
+/// the default value, as Kafka; else a cluster-wide default set at run
+/// time, in `defaults` (`Catalog::topic_defaults`); else a default of this
+/// node's own where it differs from Kafka's; else Kafka's default).
+/// Internal configs appear only when set.
+pub(super) fn topic_configs<'a>(
+    t: &'a TopicMeta,
+    defaults: &'a BTreeMap<String, String>,
+) -> impl Iterator<Item = (&'static Spec, String, i8)> + 'a {
     TOPIC_CONFIGS.iter().filter_map(move |spec| {
         let (value, own) = t.config_value(spec.name)?;
-        let source = match (own || value != spec.default(), spec.node_default) {
-            (true, _) => SOURCE_TOPIC,
-            (false, Some(_)) => SOURCE_STATIC_NODE,
-            (false, None) => SOURCE_DEFAULT,
+        let source = match (own, defaults.contains_key(spec.name), spec.node_default) {
+            (true, _, _) => SOURCE_TOPIC,
+            (false, true, _) => SOURCE_DYNAMIC_DEFAULT,
+            (false, false, Some(_)) => SOURCE_STATIC_NODE,
+            (false, false, None) => SOURCE_DEFAULT,
         };
         Some((spec, value, source))
     })
+}
+
+/// One node config as DescribeConfigs reports it.
+struct NodeConfig {
+    name: String,
+    value: String,
+    source: i8,
+    kind: i8,
+    read_only: bool,
+}
+
+/// A BROKER resource's configs. The cluster-wide default resource (an
+/// empty name): the values set on it at run time. A node: the rates set
+/// at run time (its own, else the cluster-wide ones); every topic
+/// config's default under Kafka's node name for it (`log.retention.ms`,
+/// …: set at run time on the default resource, else the node's default);
+/// and the node's own settings under Kafka's names where one exists
+/// (read-only: its flags, environment or file set them at start).
+fn node_configs(shard: &Shard, catalog: &Catalog, resource: &str) -> Vec<NodeConfig> {
+    let cluster_wide = catalog.node_configs.get("");
+    if resource.is_empty() {
+        return cluster_wide
+            .into_iter()
+            .flatten()
+            .map(|(n, v)| NodeConfig {
+                name: n.clone(),
+                value: v.clone(),
+                source: SOURCE_DYNAMIC_DEFAULT,
+                kind: topic_config::of_node_synonym(n)
+                    .and_then(topic_config::spec)
+                    .map_or(TYPE_LONG, |s| s.kind.type_code()),
+                read_only: false,
+            })
+            .collect();
+    }
+    let mut out = Vec::new();
+    let own = catalog.node_configs.get(resource);
+    for name in NODE_CONFIGS {
+        let set = own
+            .and_then(|c| c.get(name).map(|v| (v, SOURCE_DYNAMIC_NODE)))
+            .or_else(|| {
+                cluster_wide.and_then(|c| c.get(name).map(|v| (v, SOURCE_DYNAMIC_DEFAULT)))
+            });
+        if let Some((value, source)) = set {
+            out.push(NodeConfig {
+                name: name.to_string(),
+                value: value.clone(),
+                source,
+                kind: TYPE_LONG,
+                read_only: false,
+            });
+        }
+    }
+    for &(topic, name) in topic_config::NODE_SYNONYMS {
+        let spec = topic_config::spec(topic).expect("a topic config");
+        let (value, source) = match cluster_wide.and_then(|c| c.get(name)) {
+            Some(v) => (v.clone(), SOURCE_DYNAMIC_DEFAULT),
+            None if spec.node_default.is_some() => (spec.default().to_string(), SOURCE_STATIC_NODE),
+            None => (spec.default().to_string(), SOURCE_DEFAULT),
+        };
+        out.push(NodeConfig {
+            name: name.to_string(),
+            value,
+            source,
+            kind: spec.kind.type_code(),
+            read_only: false,
+        });
+    }
+    let c = &shard.config;
+    let ms = |d: std::time::Duration| d.as_millis().to_string();
+    let statics: [(&str, String, i8); 14] = [
+        ("node.id", c.node_id.to_string(), TYPE_INT),
+        ("broker.id", c.node_id.to_string(), TYPE_INT),
+        ("num.partitions", c.default_partitions.to_string(), TYPE_INT),
+        ("default.replication.factor", "1".into(), TYPE_INT),
+        (
+            "auto.create.topics.enable",
+            c.auto_create_topics.to_string(),
+            TYPE_BOOLEAN,
+        ),
+        ("log.dirs", c.data_dir.display().to_string(), TYPE_STRING),
+        (
+            "socket.request.max.bytes",
+            c.max_request_bytes.to_string(),
+            TYPE_INT,
+        ),
+        ("fetch.max.bytes", c.fetch_max_bytes.to_string(), TYPE_INT),
+        ("max.connections", c.max_connections.to_string(), TYPE_INT),
+        (
+            "log.retention.check.interval.ms",
+            ms(c.retention_check_interval),
+            TYPE_LONG,
+        ),
+        (
+            "log.cleaner.backoff.ms",
+            ms(c.compaction_check_interval),
+            TYPE_LONG,
+        ),
+        (
+            "log.cleaner.dedupe.buffer.size",
+            c.compaction_map_bytes.to_string(),
+            TYPE_LONG,
+        ),
+        (
+            "replica.lag.time.max.ms",
+            ms(c.replica_lag_time_max),
+            TYPE_LONG,
+        ),
+        ("producer.id.expiration.ms", ms(c.producer_expiry), TYPE_INT),
+    ];
+    out.extend(statics.into_iter().map(|(name, value, kind)| NodeConfig {
+        name: name.to_string(),
+        value,
+        source: SOURCE_STATIC_NODE,
+        kind,
+        read_only: true,
+    }));
+    out
 }
 
 pub async fn handle(cx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
@@ -84,7 +211,7 @@ pub async fn handle(cx: &RequestContext, req: DescribeConfigsRequest) -> Describ
             match r.resource_type {
                 RESOURCE_TOPIC => match catalog.topic(&r.resource_name) {
                     Some(t) => out.with_configs(
-                        topic_configs(t)
+                        topic_configs(t, &catalog.topic_defaults())
                             .filter(|(spec, _, _)| wanted(spec.name))
                             .map(|(spec, value, source)| {
                                 DescribeConfigsResourceResult::default()
@@ -104,41 +231,21 @@ pub async fn handle(cx: &RequestContext, req: DescribeConfigsRequest) -> Describ
                             &*r.resource_name
                         )))),
                 },
-                RESOURCE_BROKER => {
-                    // The configs changed at run time: the node's own,
-                    // then the cluster-wide defaults it has not overridden.
-                    let own = catalog.node_configs.get(&*r.resource_name);
-                    let default = match r.resource_name.is_empty() {
-                        true => None,
-                        false => catalog.node_configs.get(""),
-                    };
-                    let own_source = match r.resource_name.is_empty() {
-                        true => SOURCE_DYNAMIC_DEFAULT,
-                        false => SOURCE_DYNAMIC_NODE,
-                    };
-                    let mut configs = Vec::new();
-                    for (n, v) in own.into_iter().flatten() {
-                        configs.push((n, v, own_source));
-                    }
-                    for (n, v) in default.into_iter().flatten() {
-                        if !own.is_some_and(|o| o.contains_key(n)) {
-                            configs.push((n, v, SOURCE_DYNAMIC_DEFAULT));
-                        }
-                    }
-                    out.with_configs(
-                        configs
-                            .into_iter()
-                            .filter(|(n, _, _)| wanted(n))
-                            .map(|(n, v, source)| {
-                                DescribeConfigsResourceResult::default()
-                                    .with_name(str(n))
-                                    .with_config_source(source)
-                                    .with_config_type(TYPE_LONG)
-                                    .with_value(Some(str(v)))
-                            })
-                            .collect(),
-                    )
-                }
+                RESOURCE_BROKER => out.with_configs(
+                    node_configs(shard, &catalog, &r.resource_name)
+                        .into_iter()
+                        .filter(|c| wanted(&c.name))
+                        .map(|c| {
+                            DescribeConfigsResourceResult::default()
+                                .with_name(str(&c.name))
+                                .with_config_source(c.source)
+                                .with_config_type(c.kind)
+                                .with_value(Some(str(&c.value)))
+                                .with_read_only(c.read_only)
+                                .with_is_sensitive(false)
+                        })
+                        .collect(),
+                ),
                 other => out
                     .with_error_code(ErrorCode::InvalidRequest.code())
                     .with_error_message(Some(str(&format!(
