@@ -30,7 +30,11 @@ class Table:
 
     def __init__(self, node, name):
         self.name = name
-        self.p = Producer({"bootstrap.servers": node.bootstrap, "acks": "all", "linger.ms": 5})
+        # Batches of at most 4 KiB: the 16 KiB segments roll (which makes a
+        # snapshot due) however the client batches under load; one batch
+        # of a whole partition's records would never roll one.
+        self.p = Producer({"bootstrap.servers": node.bootstrap, "acks": "all", "linger.ms": 5,
+                           "batch.size": 4096})
         self.want = {}
 
     def write(self, rnd, n, keys):
