@@ -10,6 +10,7 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -27,15 +28,20 @@ public final class WeirNode implements AutoCloseable {
     public final int httpPort;
 
     public static WeirNode start(String... extra) throws Exception {
-        return new WeirNode(2, extra);
+        return new WeirNode(2, Map.of(), extra);
     }
 
     /** A node with `cores` shards. */
     public static WeirNode startWithCores(int cores, String... extra) throws Exception {
-        return new WeirNode(cores, extra);
+        return new WeirNode(cores, Map.of(), extra);
     }
 
-    private WeirNode(int cores, String... extra) throws Exception {
+    /** A node with these environment variables set (its role tokens). */
+    public static WeirNode startWithEnv(Map<String, String> env, String... extra) throws Exception {
+        return new WeirNode(2, env, extra);
+    }
+
+    private WeirNode(int cores, Map<String, String> env, String... extra) throws Exception {
         kafkaPort = freePort();
         httpPort = freePort();
         dataDir = Files.createTempDirectory(Paths.get(targetDir()), "weir-node-");
@@ -45,7 +51,9 @@ public final class WeirNode implements AutoCloseable {
                 "--addr", "127.0.0.1:" + httpPort,
                 "--cores", Integer.toString(cores)));
         cmd.addAll(List.of(extra));
-        process = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        ProcessBuilder builder = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.DISCARD);
+        builder.environment().putAll(env);
+        process = builder.start();
         CountDownLatch serving = new CountDownLatch(1);
         Thread drain = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(
