@@ -74,15 +74,20 @@ fn a_fenced_follower_leaves_the_isr_without_an_election() {
     assert_eq!(state(&c), (1, vec![1, 2], 0, 1));
 }
 
+/// Fences the followers 3 and 2 (the ISR shrinks to the leader, 1), then
+/// 1: no in-sync replica lives, nobody leads, 1 stays the ISR.
+fn fence_every_in_sync_replica(c: &mut Catalog) {
+    fence(c, 3, true);
+    fence(c, 2, true);
+    assert_eq!(state(c), (1, vec![1], 0, 2));
+    fence(c, 1, true);
+    assert_eq!(state(c), (NO_LEADER, vec![1], 1, 3));
+}
+
 #[test]
 fn the_last_in_sync_replica_stays_and_leads_again_when_back() {
     let mut c = cluster();
-    fence(&mut c, 3, true);
-    fence(&mut c, 2, true);
-    assert_eq!(state(&c), (1, vec![1], 0, 2));
-    fence(&mut c, 1, true);
-    // No unclean election: nobody leads, 1 stays the ISR.
-    assert_eq!(state(&c), (NO_LEADER, vec![1], 1, 3));
+    fence_every_in_sync_replica(&mut c);
     // 2 comes back: not in sync, still no leader.
     fence(&mut c, 2, false);
     assert_eq!(state(&c), (NO_LEADER, vec![1], 1, 3));
@@ -98,12 +103,8 @@ fn a_topic_allowing_unclean_elections_takes_a_live_replica_out_of_sync() {
         .unwrap()
         .config
         .unclean_leader_election = true;
-    fence(&mut c, 3, true);
-    fence(&mut c, 2, true);
     // While an in-sync replica lives, it leads: nothing unclean.
-    assert_eq!(state(&c), (1, vec![1], 0, 2));
-    fence(&mut c, 1, true);
-    assert_eq!(state(&c), (NO_LEADER, vec![1], 1, 3));
+    fence_every_in_sync_replica(&mut c);
     // 2 comes back out of sync: it leads, the ISR alone, in a new epoch.
     fence(&mut c, 2, false);
     assert_eq!(state(&c), (2, vec![2], 2, 4));

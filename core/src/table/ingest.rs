@@ -137,13 +137,8 @@ fn check_timestamps(
     if h.max_timestamp <= latest && !before_bounded {
         return Ok(());
     }
-    let records =
-        weir_storage::records::batch_records(batch, h, MAX_DECOMPRESSED).map_err(|e| {
-            KafkaError::new(
-                ErrorCode::CorruptMessage,
-                format!("{}-{}: {e}", p.topic, p.index),
-            )
-        })?;
+    let records = weir_storage::records::batch_records(batch, h, MAX_DECOMPRESSED)
+        .map_err(|e| corrupt(p, e))?;
     match records
         .iter()
         .position(|r| r.timestamp > latest || r.timestamp < earliest)
@@ -172,12 +167,7 @@ fn recompressed(
                 return Ok((h, b));
             }
             let b = weir_storage::records::recompress(&b, &h, codec, level, MAX_DECOMPRESSED)
-                .map_err(|e| {
-                    KafkaError::new(
-                        ErrorCode::CorruptMessage,
-                        format!("{}-{}: {e}", p.topic, p.index),
-                    )
-                })?;
+                .map_err(|e| corrupt(p, e))?;
             let h = BatchHeader::parse(&b).expect("a rebuilt batch");
             Ok((h, b))
         })
@@ -217,16 +207,19 @@ fn to_rows(
     Ok(Ingest::Append(rows))
 }
 
+/// CORRUPT_MESSAGE for a batch of `p` whose records cannot be read: `why`.
+fn corrupt(p: &Partition, why: String) -> KafkaError {
+    KafkaError::new(
+        ErrorCode::CorruptMessage,
+        format!("{}-{}: {why}", p.topic, p.index),
+    )
+}
+
 /// A compacted topic keeps the latest record per key, so a record without
 /// one is refused (INVALID_RECORD, Kafka's own message).
 fn check_keys(p: &Partition, h: &BatchHeader, batch: &Bytes) -> Result<(), KafkaError> {
-    let records =
-        weir_storage::records::batch_records(batch, h, MAX_DECOMPRESSED).map_err(|e| {
-            KafkaError::new(
-                ErrorCode::CorruptMessage,
-                format!("{}-{}: {e}", p.topic, p.index),
-            )
-        })?;
+    let records = weir_storage::records::batch_records(batch, h, MAX_DECOMPRESSED)
+        .map_err(|e| corrupt(p, e))?;
     match records.iter().position(|r| r.key.is_none()) {
         None => Ok(()),
         Some(i) => {
