@@ -504,6 +504,7 @@ impl Shard {
     ) -> Vec<Result<(), KafkaError>> {
         self.change_catalog(items.len(), move |_, cat| {
             let mut changed = false;
+            let mut unclean = false;
             let defaults = cat.topic_defaults();
             let results: Vec<_> = items
                 .into_iter()
@@ -530,12 +531,19 @@ impl Shard {
                     changed_topic.config.follow_defaults(&defaults);
                     changed_topic.config.validate()?;
                     if !validate_only && changed_topic != *t {
+                        unclean |= changed_topic.config.unclean_leader_election
+                            && !t.config.unclean_leader_election;
                         *t = changed_topic;
                         changed = true;
                     }
                     Ok(())
                 })
                 .collect();
+            if unclean {
+                // As Kafka's controller: a partition left without a leader
+                // gets one at once when its topic allows an unclean election.
+                crate::replication::elect_leaders(cat);
+            }
             (results, changed)
         })
         .await
@@ -594,6 +602,8 @@ impl Shard {
                         for t in cat.topics.values_mut() {
                             t.config.follow_defaults(&defaults);
                         }
+                        // Unclean elections may be allowed now.
+                        crate::replication::elect_leaders(cat);
                         changed = true;
                     }
                     Ok(())
