@@ -106,6 +106,10 @@ pub async fn ingest(
     }
 }
 
+/// A record's timestamp when it has none (Kafka's `RecordBatch.NO_TIMESTAMP`):
+/// never out of range, as in Kafka's `LogValidator`.
+const NO_TIMESTAMP: i64 = -1;
+
 /// A CreateTime topic refuses a batch holding a record stamped further
 /// before or after the node's clock than `message.timestamp.before.max.ms`
 /// / `after.max.ms` allow (INVALID_TIMESTAMP, Kafka's `LogValidator`
@@ -139,10 +143,9 @@ fn check_timestamps(
     }
     let records = weir_storage::records::batch_records(batch, h, MAX_DECOMPRESSED)
         .map_err(|e| corrupt(p, e))?;
-    match records
-        .iter()
-        .position(|r| r.timestamp > latest || r.timestamp < earliest)
-    {
+    match records.iter().position(|r| {
+        r.timestamp != NO_TIMESTAMP && (r.timestamp > latest || r.timestamp < earliest)
+    }) {
         Some(i) => Err(out_of_range(i, records[i].timestamp)),
         None => Ok(()),
     }
