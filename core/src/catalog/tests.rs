@@ -157,6 +157,11 @@ fn topics_follow_the_cluster_wide_defaults_they_do_not_override() {
     assert!(o.is_set("retention.ms") && !o.is_set("segment.ms"));
     o.follow_defaults(&defaults);
     assert_eq!((o.retention_ms, o.segment_ms), (1, 60000));
+    // Settled at that first change: segment.ms follows the default on.
+    assert!(!o.is_set("segment.ms") && o.is_set("retention.ms"));
+    o.follow_defaults(&Default::default());
+    assert_eq!((o.retention_ms, o.segment_ms), (1, 604_800_000));
+    assert!(!serde_json::to_string(&o).unwrap().contains("\"?\""));
 }
 
 #[test]

@@ -567,6 +567,7 @@ impl TopicConfig {
     /// from then on. The throttled-replicas lists are the topic's
     /// (`TopicMeta::set_config`), not this.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), KafkaError> {
+        self.settle_explicit();
         if THROTTLE_CONFIGS.contains(&name) {
             return Err(unknown(name));
         }
@@ -583,10 +584,24 @@ impl TopicConfig {
                 && spec(name).is_some_and(|s| self.get(name).is_some_and(|v| v != s.default())))
     }
 
+    /// Resolves a catalog's unknown `explicit` (`EXPLICIT_UNKNOWN`) before
+    /// anything changes: the configs whose values are not their defaults
+    /// were set. After that the topic follows defaults like any other.
+    fn settle_explicit(&mut self) {
+        if self.explicit.remove(EXPLICIT_UNKNOWN) {
+            self.explicit = TOPIC_CONFIGS
+                .iter()
+                .filter(|s| self.get(s.name).is_some_and(|v| v != s.default()))
+                .map(|s| s.name.to_string())
+                .collect();
+        }
+    }
+
     /// Gives every config the topic does not set itself its default:
     /// `defaults`' value (the cluster-wide defaults set at run time, by
     /// topic config name, `Catalog::topic_defaults`), else the spec's.
     pub fn follow_defaults(&mut self, defaults: &BTreeMap<String, String>) {
+        self.settle_explicit();
         for spec in TOPIC_CONFIGS {
             if THROTTLE_CONFIGS.contains(&spec.name) || self.is_set(spec.name) {
                 continue;
@@ -607,6 +622,7 @@ impl TopicConfig {
 
     /// Puts one config back to its default (no longer the topic's own).
     pub fn reset(&mut self, name: &str) -> Result<(), KafkaError> {
+        self.settle_explicit();
         let spec = spec(name)
             .filter(|s| !THROTTLE_CONFIGS.contains(&s.name))
             .ok_or_else(|| unknown(name))?;

@@ -136,6 +136,15 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             next.acls = catalog.acls;
             next.group_nodes = catalog.group_nodes;
             next.node_configs = catalog.node_configs;
+            // A topic now allowing unclean elections (its own config, or
+            // the cluster-wide default it follows): its partitions left
+            // without a leader get one at once, as Kafka's controller does.
+            let leaderless = |t: &crate::catalog::TopicMeta| {
+                t.config.unclean_leader_election && t.nodes.contains(&crate::catalog::NO_LEADER)
+            };
+            if next.topics.values().any(leaderless) {
+                crate::replication::elect_leaders(&mut next);
+            }
             next.version += 1;
             next.admin_version = next.version;
             (Applied::Version(next.version), Some(next))

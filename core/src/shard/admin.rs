@@ -179,12 +179,17 @@ impl Shard {
             throttled_replicas: Default::default(),
         };
         for (name, value) in &t.configs {
-            match value {
-                Some(v) => meta.set_config(name, v)?,
-                None => meta.reset_config(name)?,
-            }
+            let Some(v) = value else {
+                return Err(KafkaError::new(
+                    ErrorCode::InvalidConfig,
+                    format!("Null value not supported for topic configs: {name}"),
+                ));
+            };
+            meta.set_config(name, v)?;
         }
-        meta.config.follow_defaults(&cat.topic_defaults());
+        if meta.name != crate::catalog::GROUPS_TOPIC {
+            meta.config.follow_defaults(&cat.topic_defaults());
+        }
         meta.config.validate()?;
         match t.assignments.is_empty() {
             true => self.place_partitions(cat, &mut meta, partitions, replication_factor)?,
@@ -504,7 +509,6 @@ impl Shard {
     ) -> Vec<Result<(), KafkaError>> {
         self.change_catalog(items.len(), move |_, cat| {
             let mut changed = false;
-            let mut unclean = false;
             let defaults = cat.topic_defaults();
             let results: Vec<_> = items
                 .into_iter()
@@ -531,19 +535,12 @@ impl Shard {
                     changed_topic.config.follow_defaults(&defaults);
                     changed_topic.config.validate()?;
                     if !validate_only && changed_topic != *t {
-                        unclean |= changed_topic.config.unclean_leader_election
-                            && !t.config.unclean_leader_election;
                         *t = changed_topic;
                         changed = true;
                     }
                     Ok(())
                 })
                 .collect();
-            if unclean {
-                // As Kafka's controller: a partition left without a leader
-                // gets one at once when its topic allows an unclean election.
-                crate::replication::elect_leaders(cat);
-            }
             (results, changed)
         })
         .await
@@ -598,12 +595,14 @@ impl Shard {
                         };
                         // Every topic follows the defaults it does not
                         // override, as Kafka's dynamic log configs.
+                        // (The cluster's group log keeps its own: it is
+                        // weir's, as Kafka pins `__consumer_offsets`'.)
                         let defaults = cat.topic_defaults();
                         for t in cat.topics.values_mut() {
-                            t.config.follow_defaults(&defaults);
+                            if t.name != crate::catalog::GROUPS_TOPIC {
+                                t.config.follow_defaults(&defaults);
+                            }
                         }
-                        // Unclean elections may be allowed now.
-                        crate::replication::elect_leaders(cat);
                         changed = true;
                     }
                     Ok(())

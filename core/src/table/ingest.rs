@@ -54,20 +54,7 @@ pub async fn ingest(
     batches: ProducedBatches,
 ) -> Result<Ingest, KafkaError> {
     let batches = batches.0;
-    let max = topic.map_or(i32::MAX, |t| t.config.max_message_bytes);
-    for (h, _) in &batches {
-        if h.total_len() > max.max(0) as usize {
-            return Err(KafkaError::new(
-                ErrorCode::MessageTooLarge,
-                format!(
-                    "a batch of {} bytes is larger than max.message.bytes {max} of {}-{}",
-                    h.total_len(),
-                    p.topic,
-                    p.index
-                ),
-            ));
-        }
-    }
+    check_sizes(p, topic, &batches)?;
     if let Some(t) = topic.filter(|t| !t.config.log_append_time) {
         for (h, b) in &batches {
             check_timestamps(p, &t.config, h, b)?;
@@ -101,8 +88,38 @@ pub async fn ingest(
         Some(schema) => to_rows(p, schema, batches)?,
     };
     match (ingest, topic) {
-        (Ingest::Append(batches), Some(t)) => Ok(Ingest::Append(recompressed(p, t, batches)?)),
+        (Ingest::Append(batches), Some(t)) if t.config.compression.codec().is_some() => {
+            // As Kafka, the batches as stored are held to the limit too.
+            let batches = recompressed(p, t, batches)?;
+            check_sizes(p, topic, &batches)?;
+            Ok(Ingest::Append(batches))
+        }
         (ingest, _) => Ok(ingest),
+    }
+}
+
+/// Refuses the batches if one is larger than the topic's
+/// `max.message.bytes` (MESSAGE_TOO_LARGE).
+fn check_sizes(
+    p: &Partition,
+    topic: Option<&TopicMeta>,
+    batches: &[(BatchHeader, Bytes)],
+) -> Result<(), KafkaError> {
+    let max = topic.map_or(i32::MAX, |t| t.config.max_message_bytes);
+    match batches
+        .iter()
+        .find(|(h, _)| h.total_len() > max.max(0) as usize)
+    {
+        None => Ok(()),
+        Some((h, _)) => Err(KafkaError::new(
+            ErrorCode::MessageTooLarge,
+            format!(
+                "a batch of {} bytes is larger than max.message.bytes {max} of {}-{}",
+                h.total_len(),
+                p.topic,
+                p.index
+            ),
+        )),
     }
 }
 

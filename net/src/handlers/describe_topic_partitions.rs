@@ -37,10 +37,17 @@ pub async fn handle(
             .may(shard, Operation::Describe, ResourceType::Topic, name)
     };
     let (cursor_topic, cursor_partition) = match &req.cursor {
-        Some(c) => (c.topic_name.0.to_string(), c.partition_index.max(0)),
+        Some(c) => (c.topic_name.0.to_string(), c.partition_index),
         None => (String::new(), 0),
     };
     let every_topic = req.topics.is_empty();
+    let mut out = DescribeTopicPartitionsResponse::default();
+    if cursor_partition < 0 {
+        return invalid(
+            &req,
+            &format!("cursor partition {cursor_partition} is negative"),
+        );
+    }
     let mut names: Vec<String> = match every_topic {
         true => catalog.topics.keys().cloned().collect(),
         false => req.topics.iter().map(|t| t.name.0.to_string()).collect(),
@@ -48,20 +55,11 @@ pub async fn handle(
     names.retain(|n| *n >= cursor_topic);
     names.sort_unstable();
     names.dedup();
-    let mut out = DescribeTopicPartitionsResponse::default();
     if req.cursor.is_some() && !every_topic && !names.contains(&cursor_topic) {
-        // Kafka answers this with INVALID_REQUEST for the whole call; the
-        // answer has no top-level error, so every topic carries it.
         let why = format!(
             "DescribeTopicPartitionsRequest topic list should contain the cursor topic: {cursor_topic}"
         );
-        log::info!("{why}");
-        return out.with_topics(
-            req.topics
-                .iter()
-                .map(|t| topic_error(&t.name, ErrorCode::InvalidRequest))
-                .collect(),
-        );
+        return invalid(&req, &why);
     }
     let mut refused = Vec::new();
     let mut remaining = req
@@ -112,6 +110,18 @@ pub async fn handle(
     }
     topics.extend(refused);
     out.with_topics(topics)
+}
+
+/// Kafka refuses the whole call with INVALID_REQUEST; the answer has no
+/// top-level error, so every topic asked for carries it.
+fn invalid(req: &DescribeTopicPartitionsRequest, why: &str) -> DescribeTopicPartitionsResponse {
+    log::info!("DescribeTopicPartitions refused: {why}");
+    DescribeTopicPartitionsResponse::default().with_topics(
+        req.topics
+            .iter()
+            .map(|t| topic_error(&t.name, ErrorCode::InvalidRequest))
+            .collect(),
+    )
 }
 
 fn cursor(topic: &str, partition: i32) -> Cursor {
