@@ -221,6 +221,9 @@ pub struct Catalog {
     /// config's value (`NODE_CONFIGS`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Client quotas (AlterClientQuotas): each entity's limits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quotas: Vec<crate::quota::ClientQuota>,
     /// Nodes removed by UnregisterBroker (until one registers again): a
     /// node still running after its removal no longer names itself to
     /// clients as it does before its first registration.

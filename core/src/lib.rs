@@ -42,6 +42,7 @@ pub mod node;
 pub mod partition;
 pub mod partitioner;
 pub mod producer_ids;
+pub mod quota;
 pub mod refusals;
 pub mod registry;
 pub mod replication;

@@ -80,6 +80,8 @@ apis! {
         AlterConfigs => alter_configs,
         IncrementalAlterConfigs => incremental_alter_configs,
         OffsetDelete => offset_delete,
+        DescribeClientQuotas => describe_client_quotas,
+        AlterClientQuotas => alter_client_quotas,
         DescribeUserScramCredentials => describe_user_scram_credentials,
         AlterUserScramCredentials => alter_user_scram_credentials,
         DescribeCluster => describe_cluster,

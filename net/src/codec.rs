@@ -18,6 +18,8 @@ pub struct Request {
     pub version: i16,
     pub header: RequestHeader,
     pub body: RequestKind,
+    /// The frame's length (without its 4-byte length prefix).
+    pub size: usize,
 }
 
 /// What a frame turned out to be.
@@ -34,6 +36,7 @@ pub enum Decoded {
 /// Decodes one frame (without its 4-byte length). An error means the frame
 /// is malformed or asks for something not served; the connection closes.
 pub fn decode_request(mut frame: Bytes) -> Result<Decoded, String> {
+    let size = frame.len();
     if frame.len() < 8 {
         return Err(format!(
             "a {}-byte frame is too short for a request header",
@@ -64,6 +67,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, String> {
         api_key,
         version,
         header,
+        size,
         body,
     })))
 }

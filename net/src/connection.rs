@@ -30,6 +30,7 @@ use crate::apis::{api_versions, dispatch};
 use crate::codec::{decode_request, encode_response, encode_response_chunks, Decoded, Request};
 use crate::handlers::{self, Caller, RequestContext};
 use crate::sasl::{SignIn, Then};
+use crate::throttle;
 use crate::transport::{self, Inbound, Outbound};
 
 /// A request's encoded answer, and what it holds until it is sent.
@@ -92,6 +93,10 @@ struct Peer {
 struct Turns {
     fetch: Rc<Semaphore>,
     produce: Rc<Semaphore>,
+    /// Until when the connection reads nothing: a client past its quota
+    /// (`crate::throttle`) is muted for its throttle time, as Kafka mutes
+    /// its channel.
+    muted_until: Rc<std::cell::Cell<Option<Instant>>>,
 }
 
 /// Each request's answer to come, in arrival order, and for a produce the
@@ -220,8 +225,12 @@ async fn read_requests(
     let turns = Turns {
         fetch: Rc::new(Semaphore::new(1)),
         produce: Rc::new(Semaphore::new(1)),
+        muted_until: Rc::new(std::cell::Cell::new(None)),
     };
     while let Some((frame, grant, read_at)) = read_frame(shard, &mut inbound, sign_in, peer).await {
+        if let Some(until) = turns.muted_until.take() {
+            glommio::timer::sleep(until.saturating_duration_since(Instant::now())).await;
+        }
         if sign_in.raw {
             if !raw_sign_in_step(shard, sign_in, &frame, answers).await {
                 return;
@@ -392,6 +401,7 @@ async fn start_request(
         true => Some(turns.produce.acquire_static_permit(1).await.ok()?),
         false => None,
     };
+    let muted_until = turns.muted_until.clone();
     let caller = Caller {
         principal: sign_in.principal.clone(),
         host: peer.host.clone(),
@@ -406,7 +416,7 @@ async fn start_request(
                 unsupported_api_versions(correlation_id)
             }
             Decoded::Request(req) => {
-                let answer = answer(shard, *req, caller, read_at).await?;
+                let answer = answer(shard, *req, caller, read_at, &muted_until).await?;
                 Some(Answer {
                     _turn: fetch_turn,
                     ..answer
@@ -433,27 +443,62 @@ fn unsupported_api_versions(correlation_id: i32) -> Option<Answer> {
         })
 }
 
-/// Runs `req`'s handler and encodes its answer (none for acks=0 produce).
+/// Runs `req`'s handler and encodes its answer (none for acks=0
+/// produce), held to the caller's quotas (`crate::throttle`): a throttle
+/// time goes into the answer and mutes the connection for that long.
 async fn answer(
     shard: Rc<Shard>,
     req: Request,
     caller: Caller,
     read_at: Instant,
+    muted_until: &std::cell::Cell<Option<Instant>>,
 ) -> Option<Answer> {
     let (key, version, cid) = (req.api_key, req.version, req.header.correlation_id);
+    let request_bytes = req.size;
     let cx = RequestContext {
         shard,
         caller,
         version,
         client_id: req.header.client_id,
     };
-    let reply = dispatch(&cx, req.body).await;
+    let who = throttle::Who::of(&cx);
+    let held = throttle::held(&req.body, version);
+    let (mut reply, busy) = match who.as_ref().is_some_and(throttle::Who::timed) {
+        true => throttle::timed(dispatch(&cx, req.body)).await,
+        false => (dispatch(&cx, req.body).await, Duration::ZERO),
+    };
     // Answered: the connection's next produce may go, if the produce
     // handler did not let it go already.
     drop(cx.caller.produce_turn.take());
-    let body = reply.body?;
+    let mut throttle_ms = match &who {
+        Some(w) => w.before_answer(&cx, key, request_bytes, busy, held).await,
+        None => 0,
+    };
+    let mute = |ms: u32| {
+        if ms > 0 {
+            let until = Instant::now() + Duration::from_millis(ms as u64);
+            muted_until.set(Some(muted_until.get().map_or(until, |t| t.max(until))));
+        }
+    };
+    let Some(mut body) = reply.body.take() else {
+        mute(throttle_ms);
+        return None;
+    };
     handlers::response_errors::record(&cx.shard, key, &body);
-    let encoded = encode_response_chunks(key, version, cid, &body, &reply.records);
+    if throttle_ms > 0 {
+        throttle::set_throttle_time(&mut body, throttle_ms);
+    }
+    let mut encoded = encode_response_chunks(key, version, cid, &body, &reply.records);
+    if let (Some(w), ApiKey::Fetch, true, Ok(chunks)) = (&who, key, held, &encoded) {
+        let bytes = chunks.iter().map(Bytes::len).sum();
+        throttle_ms = w.fetched(&cx, bytes, throttle_ms).await;
+        if throttle_ms > 0 {
+            body = throttle::empty_fetch(&body, throttle_ms);
+            reply.hold.clear();
+            encoded = encode_response_chunks(key, version, cid, &body, &[]);
+        }
+    }
+    mute(throttle_ms);
     cx.shard.record_request(key as i16, read_at.elapsed());
     match encoded {
         Ok(chunks) => Some(Answer {

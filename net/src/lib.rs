@@ -5,6 +5,7 @@
 //! - [`connection`]: one client connection, pipelined and answered in order.
 //! - [`transport`]: how its bytes move, over a plain socket or TLS.
 //! - [`sasl`]: its sign-in; [`tls`]: the TLS configuration and handshake.
+//! - [`throttle`]: client quotas held on a connection's requests.
 //! - [`server`]: the per-shard listeners (Kafka and HTTP).
 
 pub mod apis;
@@ -15,5 +16,6 @@ pub mod http;
 pub mod replica_fetcher;
 pub mod sasl;
 pub mod server;
+pub mod throttle;
 pub mod tls;
 pub mod transport;

@@ -136,6 +136,7 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             next.acls = catalog.acls;
             next.group_nodes = catalog.group_nodes;
             next.node_configs = catalog.node_configs;
+            next.quotas = catalog.quotas;
             // A topic now allowing unclean elections (its own config, or
             // the cluster-wide default it follows): its partitions left
             // without a leader get one at once, as Kafka's controller does.

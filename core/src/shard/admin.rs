@@ -54,7 +54,7 @@ impl Shard {
     /// of the catalog and says per item what happened, and whether anything
     /// changed; if so the copy is saved and installed on every shard before
     /// the answers return. Changes are serialised by the catalog lock.
-    async fn change_catalog<T, F>(
+    pub(crate) async fn change_catalog<T, F>(
         self: &Rc<Self>,
         items: usize,
         change: F,

@@ -43,14 +43,28 @@ pub async fn handle(cx: &RequestContext, req: FetchRequest) -> Reply {
         (cx.version >= 11 && replica.is_none()).then(|| req.rack_id.as_str().into());
     let (shape, parts) = plan(cx, req.topics, committed, replica, rack);
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
-    let max_bytes = if req.max_bytes > 0 {
+    let mut max_bytes = if req.max_bytes > 0 {
         req.max_bytes
     } else {
         i32::MAX
     };
+    // A consumer under a byte-rate quota reads at most what the quota lets
+    // it read in its window, as Kafka caps it (a larger answer would be
+    // throttled however long it waited).
+    if replica.is_none() {
+        if let Some(cap) = crate::throttle::Who::of(cx).and_then(|w| w.max_fetch_bytes()) {
+            max_bytes = max_bytes.min(cap.max(1));
+        }
+    }
     let (results, hold) = cx
         .shard
-        .fetch(parts, req.min_bytes, max_bytes, max_wait, replica)
+        .fetch(
+            parts,
+            req.min_bytes.min(max_bytes),
+            max_bytes,
+            max_wait,
+            replica,
+        )
         .await;
     // KIP-951: where the partitions another node leads are.
     let leaders: std::collections::BTreeSet<i32> = results

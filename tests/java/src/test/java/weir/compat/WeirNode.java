@@ -21,8 +21,10 @@ import java.util.concurrent.TimeUnit;
  * stopped (SIGKILL) by {@link #close}. Its log is kept for failure messages.
  */
 public final class WeirNode implements AutoCloseable {
-    private final Process process;
+    private Process process;
     private final Path dataDir;
+    private final List<String> command;
+    private final Map<String, String> env;
     private final List<String> log = new ArrayList<>();
     public final int kafkaPort;
     public final int httpPort;
@@ -45,19 +47,32 @@ public final class WeirNode implements AutoCloseable {
         kafkaPort = freePort();
         httpPort = freePort();
         dataDir = Files.createTempDirectory(Paths.get(targetDir()), "weir-node-");
-        List<String> cmd = new ArrayList<>(List.of(
+        command = new ArrayList<>(List.of(
                 binary(), "serve", dataDir.toString(),
                 "--kafka", "127.0.0.1:" + kafkaPort,
                 "--addr", "127.0.0.1:" + httpPort,
                 "--cores", Integer.toString(cores)));
-        cmd.addAll(List.of(extra));
-        ProcessBuilder builder = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.DISCARD);
+        command.addAll(List.of(extra));
+        this.env = env;
+        launch();
+    }
+
+    /** Kills the node (kill -9) and starts it again on the same data and ports. */
+    public void restart() throws Exception {
+        process.destroyForcibly();
+        process.waitFor(30, TimeUnit.SECONDS);
+        launch();
+    }
+
+    private void launch() throws Exception {
+        ProcessBuilder builder = new ProcessBuilder(command).redirectOutput(ProcessBuilder.Redirect.DISCARD);
         builder.environment().putAll(env);
-        process = builder.start();
+        Process started = builder.start();
+        process = started;
         CountDownLatch serving = new CountDownLatch(1);
         Thread drain = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(
-                    new InputStreamReader(process.getErrorStream(), StandardCharsets.UTF_8))) {
+                    new InputStreamReader(started.getErrorStream(), StandardCharsets.UTF_8))) {
                 String line;
                 while ((line = r.readLine()) != null) {
                     synchronized (log) {
@@ -74,8 +89,8 @@ public final class WeirNode implements AutoCloseable {
         }, "weir-log-" + kafkaPort);
         drain.setDaemon(true);
         drain.start();
-        if (!serving.await(60, TimeUnit.SECONDS) || !process.isAlive()) {
-            process.destroyForcibly();
+        if (!serving.await(60, TimeUnit.SECONDS) || !started.isAlive()) {
+            started.destroyForcibly();
             throw new IllegalStateException("weir did not start:\n" + log());
         }
     }
