@@ -291,6 +291,38 @@ struct ServeArgs {
     /// each other with it too: give every node the same.
     #[arg(env = "WEIR_ADMIN_TOKEN_FILE", long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
+    /// SASL/OAUTHBEARER: the identity provider's JSON Web Key set, a path,
+    /// file:// or https:// URL (Kafka's
+    /// sasl.oauthbearer.jwks.endpoint.url). Clients sign in with JWTs it
+    /// signed; setting it turns sign-in on.
+    #[arg(env = "WEIR_OAUTH_JWKS", long, value_name = "PATH|URL")]
+    oauth_jwks: Option<String>,
+    /// The issuer (`iss`) a token must name (Kafka's
+    /// sasl.oauthbearer.expected.issuer).
+    #[arg(env = "WEIR_OAUTH_ISSUER", long, requires = "oauth_jwks")]
+    oauth_issuer: Option<String>,
+    /// Audiences a token's `aud` must name one of, comma-separated
+    /// (Kafka's sasl.oauthbearer.expected.audience).
+    #[arg(
+        env = "WEIR_OAUTH_AUDIENCE",
+        long,
+        value_delimiter = ',',
+        requires = "oauth_jwks"
+    )]
+    oauth_audience: Vec<String>,
+    /// The claim a token's principal is taken from (Kafka's
+    /// sasl.oauthbearer.sub.claim.name).
+    #[arg(env = "WEIR_OAUTH_PRINCIPAL_CLAIM", long, default_value = "sub")]
+    oauth_principal_claim: String,
+    /// Seconds of leeway on a token's exp and nbf (Kafka's
+    /// sasl.oauthbearer.clock.skew.seconds).
+    #[arg(env = "WEIR_OAUTH_CLOCK_SKEW_S", long, default_value_t = 30)]
+    oauth_clock_skew_s: u64,
+    /// The longest a client's SASL session lasts before it must sign in
+    /// again on its connection (Kafka's connections.max.reauth.ms,
+    /// KIP-368); 0: until its token expires (OAUTHBEARER), or for ever.
+    #[arg(env = "WEIR_MAX_REAUTH_MS", long, default_value_t = 0)]
+    max_reauth_ms: u64,
     /// A file holding the writer role's token (else WEIR_WRITER_TOKEN).
     #[arg(env = "WEIR_WRITER_TOKEN_FILE", long, value_name = "FILE")]
     writer_token_file: Option<PathBuf>,
@@ -497,6 +529,18 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
         (Role::Writer, args.writer_token_file.as_deref()),
         (Role::Reader, args.reader_token_file.as_deref()),
     ])?;
+    if let Some(jwks) = &args.oauth_jwks {
+        let oauth = weir_core::auth::oauth::OAuth::load(weir_core::auth::oauth::OAuthConfig {
+            jwks: jwks.clone(),
+            issuer: args.oauth_issuer.clone(),
+            audience: args.oauth_audience.clone(),
+            principal_claim: args.oauth_principal_claim.clone(),
+            clock_skew: Duration::from_secs(args.oauth_clock_skew_s),
+        })?;
+        cfg.oauth = Some(oauth);
+        cfg.role_tokens.issuer = true;
+    }
+    cfg.max_reauth = Duration::from_millis(args.max_reauth_ms);
     cfg.node_sign_in = weir_core::auth::read_token(Role::Admin, args.admin_token_file.as_deref())?
         .map(|password| weir_core::auth::NodeSignIn {
             user: Role::Admin.name().to_string(),

@@ -99,6 +99,14 @@ pub struct NodeConfig {
     pub groups: crate::groups::group::GroupConfig,
     /// The role tokens (`auth`); none set and no user: sign-in is off.
     pub role_tokens: crate::auth::RoleTokens,
+    /// SASL/OAUTHBEARER's token checker (`--oauth-jwks`); `None`: the
+    /// mechanism is not offered.
+    pub oauth: Option<std::sync::Arc<crate::auth::oauth::OAuth>>,
+    /// The longest a SASL session lasts before the client must sign in
+    /// again on its connection (Kafka's `connections.max.reauth.ms`,
+    /// KIP-368); zero: until its credential expires (an OAUTHBEARER
+    /// token's `exp`), or for ever for passwords.
+    pub max_reauth: Duration,
     /// How this node signs in to the others (`None`: no admin token, it
     /// does not sign in).
     pub node_sign_in: Option<crate::auth::NodeSignIn>,
@@ -277,6 +285,8 @@ impl NodeConfig {
             spin_before_park: Duration::ZERO,
             groups: Default::default(),
             role_tokens: Default::default(),
+            oauth: None,
+            max_reauth: Duration::ZERO,
             node_sign_in: None,
             cpus: Cpus::EachShardItsOwn,
             cluster: None,

@@ -327,7 +327,7 @@ async fn raw_sign_in_step(
     frame: &[u8],
     answers: &Answers,
 ) -> bool {
-    let Ok((bytes, _)) = sign_in.step(shard, frame).await else {
+    let Ok((bytes, _, _)) = sign_in.step(shard, frame).await else {
         return false;
     };
     let mut out = BytesMut::with_capacity(4 + bytes.len());
@@ -349,6 +349,18 @@ async fn sign_in_step(
     peer: &Peer,
     answers: &Answers,
 ) -> Option<bool> {
+    let signing_in = matches!(
+        req.api_key,
+        ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+    );
+    if sign_in.expired() && !signing_in {
+        log::info!(
+            "{}: closing: its SASL session ended and the client did not sign in again (KIP-368, --max-reauth-ms); {:?} refused",
+            peer.addr,
+            req.api_key
+        );
+        return Some(false);
+    }
     if !sign_in.admits(shard, req.api_key) {
         log::warn!(
             "{}: closing: {:?} before signing in (sign-in is on: SASL first)",

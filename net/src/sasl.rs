@@ -15,7 +15,9 @@ use kafka_protocol::messages::{
     ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
     SaslHandshakeResponse,
 };
-use weir_core::auth::sasl::{SaslExchange, Step, MECHANISMS};
+use std::time::{Duration, Instant};
+
+use weir_core::auth::sasl::{mechanisms, SaslExchange, Step};
 use weir_core::auth::Principal;
 use weir_core::{ErrorCode, Shard};
 
@@ -50,6 +52,13 @@ pub struct SignIn {
     exchange: Option<SaslExchange>,
     /// After SaslHandshake v0: the next frames are raw SASL tokens.
     pub raw: bool,
+    /// The mechanism the connection signed in with over SASL: signing in
+    /// again (KIP-368's re-authentication) must use the same one, as the
+    /// same principal.
+    signed_in_with: Option<&'static str>,
+    /// When the session ends (KIP-368, with `--max-reauth-ms`): past it,
+    /// only signing in again is served.
+    session_ends: Option<Instant>,
 }
 
 impl SignIn {
@@ -59,7 +68,15 @@ impl SignIn {
             host,
             exchange: None,
             raw: false,
+            signed_in_with: None,
+            session_ends: None,
         }
+    }
+
+    /// Whether the session ended without the client signing in again
+    /// (KIP-368): the connection then serves nothing else.
+    pub fn expired(&self) -> bool {
+        self.session_ends.is_some_and(|t| Instant::now() >= t)
     }
 
     /// Signs the connection in as the subject CN of the certificate it
@@ -90,9 +107,18 @@ impl SignIn {
         req: &SaslHandshakeRequest,
         version: i16,
     ) -> SaslHandshakeResponse {
-        let mechanisms = MECHANISMS.iter().map(|m| str(m)).collect();
-        let response = SaslHandshakeResponse::default().with_mechanisms(mechanisms);
-        match SaslExchange::start(req.mechanism.as_str(), shard.catalog()) {
+        let oauth = shard.config.oauth.clone();
+        let names = mechanisms(oauth.is_some()).into_iter().map(str).collect();
+        let response = SaslHandshakeResponse::default().with_mechanisms(names);
+        if let Some(was) = self.signed_in_with.filter(|m| *m != req.mechanism.as_str()) {
+            log::info!(
+                "{}: signing in again refused: {} after {was} (KIP-368: the same mechanism)",
+                self.host,
+                req.mechanism.as_str()
+            );
+            return response.with_error_code(ErrorCode::IllegalSaslState.code());
+        }
+        match SaslExchange::start(req.mechanism.as_str(), shard.catalog(), oauth) {
             Ok(exchange) => {
                 self.exchange = Some(exchange);
                 self.raw = version == 0;
@@ -106,13 +132,14 @@ impl SignIn {
     }
 
     /// One step of the exchange with the client's bytes: what to send back
-    /// (a challenge, or the last message once signed in), or why it was
-    /// refused (the connection then closes).
+    /// (a challenge, or the last message once signed in) and the session's
+    /// lifetime in ms (KIP-368; 0: unbounded), or why it was refused (the
+    /// connection then closes).
     pub async fn step(
         &mut self,
         shard: &Shard,
         input: &[u8],
-    ) -> Result<(Vec<u8>, Then), (ErrorCode, String)> {
+    ) -> Result<(Vec<u8>, i64, Then), (ErrorCode, String)> {
         let Some(exchange) = self.exchange.as_mut() else {
             let why = "SaslAuthenticate before a SaslHandshake".to_string();
             return Err((ErrorCode::IllegalSaslState, why));
@@ -141,18 +168,42 @@ impl SignIn {
             .step(input, &shard.config.role_tokens, &catalog)
             .await
         {
-            Step::Challenge(c) => Ok((c, Then::Serve)),
-            Step::SignedIn { principal, last } => {
+            Step::Challenge(c) => Ok((c, 0, Then::Serve)),
+            Step::SignedIn {
+                principal,
+                last,
+                expires_ms,
+            } => {
+                let again = self.signed_in_with.is_some();
+                if again && *self.principal != principal {
+                    self.exchange = None;
+                    let why = format!(
+                        "signing in again as {principal}, not {}: a connection keeps its principal (KIP-368)",
+                        self.principal
+                    );
+                    log::warn!("{}: {why}", self.host);
+                    return Err((ErrorCode::SaslAuthenticationFailed, why));
+                }
+                let lifetime = match session_lifetime(shard.config.max_reauth, expires_ms) {
+                    Ok(ms) => ms,
+                    Err(why) => {
+                        self.exchange = None;
+                        return Err((ErrorCode::SaslAuthenticationFailed, why));
+                    }
+                };
                 log::debug!(
                     "{}: signed in as {principal} ({})",
                     self.host,
                     exchange.mechanism()
                 );
                 shard.sign_in_throttle.succeeded(&self.host);
+                self.signed_in_with = Some(exchange.mechanism());
                 self.principal = Rc::new(principal);
                 self.exchange = None;
                 self.raw = false;
-                Ok((last, Then::Serve))
+                self.session_ends =
+                    (lifetime > 0).then(|| Instant::now() + Duration::from_millis(lifetime as u64));
+                Ok((last, lifetime, Then::Serve))
             }
             Step::Refused(why) => {
                 self.exchange = None;
@@ -172,8 +223,10 @@ impl SignIn {
         req: &SaslAuthenticateRequest,
     ) -> (SaslAuthenticateResponse, Then) {
         match self.step(shard, &req.auth_bytes).await {
-            Ok((bytes, then)) => (
-                SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(bytes)),
+            Ok((bytes, lifetime, then)) => (
+                SaslAuthenticateResponse::default()
+                    .with_auth_bytes(Bytes::from(bytes))
+                    .with_session_lifetime_ms(lifetime),
                 then,
             ),
             Err((code, why)) => (
@@ -183,5 +236,22 @@ impl SignIn {
                 Then::Close,
             ),
         }
+    }
+}
+
+/// A session's lifetime in ms, as Kafka's `SaslServerAuthenticator` sets
+/// it: with `connections.max.reauth.ms` (`max`) set, the shorter of it and
+/// the time left on the credential; without, 0 (the session lasts as long
+/// as the connection, as in Kafka). A credential already expired (within
+/// the clock-skew leeway its check allows) is refused.
+fn session_lifetime(max: Duration, expires_ms: Option<i64>) -> Result<i64, String> {
+    if max.is_zero() {
+        return Ok(0);
+    }
+    let max = max.as_millis().min(i64::MAX as u128) as i64;
+    match expires_ms.map(|e| e - weir_core::clock::now_ms()) {
+        Some(left) if left <= 0 => Err("the token has expired".to_string()),
+        Some(left) => Ok(left.min(max)),
+        None => Ok(max),
     }
 }

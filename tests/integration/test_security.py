@@ -6,6 +6,7 @@ import base64
 import json
 import struct
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -356,3 +357,42 @@ def test_admin_clients_manage_scram_credentials(secured):
     with pytest.raises(Exception) as e:
         admin.describe_user_scram_credentials(["nobody"])["nobody"].result(15)
     assert "RESOURCE_NOT_FOUND" in str(e.value), e.value
+
+
+def test_a_session_not_renewed_ends_its_connection(make_node):
+    """KIP-368 with --max-reauth-ms: the sign-in answers the session's
+    lifetime; signing in again on the connection renews it (as the same
+    principal only); a connection whose session ended is closed at its
+    next request, which is not served."""
+    lifetime_ms = 1500
+    n = make_node(env=TOKENS, extra=["--max-reauth-ms", str(lifetime_ms)])
+
+    def sign_in(sock, user, token):
+        assert handshake(sock, "PLAIN")[0] == 0
+        sock.sendall(rawkafka.request(36, 1, struct.pack(">i", 2 + len(user) + len(token))
+                                      + b"\0" + user.encode() + b"\0" + token.encode()))
+        frame = rawkafka.read_frame(sock)
+        (_cid, code, mlen) = struct.unpack_from(">ihh", frame, 0)
+        at = 8 + max(mlen, 0)
+        (blen,) = struct.unpack_from(">i", frame, at)
+        (lifetime,) = struct.unpack_from(">q", frame, at + 4 + blen)
+        return code, lifetime, time.monotonic()
+
+    s = rawkafka.connect(n.bootstrap)
+    code, lifetime, signed_at = sign_in(s, "writer", WRITER)
+    assert (code, lifetime) == (0, lifetime_ms)
+    assert rawkafka.metadata_v0_brokers(s), "served while the session lasts"
+    # Signing in again renews the session, as the same principal only.
+    code, lifetime, signed_at = sign_in(s, "writer", WRITER)
+    assert (code, lifetime) == (0, lifetime_ms)
+    assert rawkafka.metadata_v0_brokers(s)
+    other = rawkafka.connect(n.bootstrap)
+    assert sign_in(other, "writer", WRITER)[0] == 0
+    assert sign_in(other, "reader", READER)[0] == 58, "a connection keeps its principal"
+    assert rawkafka.read_frame(other) is None
+    # Past the session's end (the time under test itself), the next
+    # request closes the connection unanswered.
+    time.sleep(max(0.0, signed_at + lifetime_ms / 1000 + 0.2 - time.monotonic()))
+    s.sendall(rawkafka.request(3, 0, struct.pack(">i", 0), correlation_id=9))
+    assert rawkafka.read_frame(s) is None
+    assert n.await_log("did not sign in again")

@@ -11,6 +11,7 @@
 //! included.
 
 pub mod acl;
+pub mod oauth;
 pub mod sasl;
 pub mod throttle;
 pub mod users;
@@ -82,6 +83,9 @@ impl std::fmt::Display for Principal {
 #[derive(Debug, Clone, Default)]
 pub struct RoleTokens {
     tokens: Vec<(Role, String)>,
+    /// An identity provider's tokens sign clients in (`--oauth-jwks`):
+    /// sign-in is on, whatever tokens or users there are.
+    pub issuer: bool,
 }
 
 impl RoleTokens {
@@ -95,7 +99,10 @@ impl RoleTokens {
                 tokens.push((role, users::token_hash(&t)));
             }
         }
-        Ok(RoleTokens { tokens })
+        Ok(RoleTokens {
+            tokens,
+            issuer: false,
+        })
     }
 
     pub fn from_plain(tokens: &[(Role, &str)]) -> RoleTokens {
@@ -104,6 +111,7 @@ impl RoleTokens {
                 .iter()
                 .map(|(r, t)| (*r, users::token_hash(t)))
                 .collect(),
+            issuer: false,
         }
     }
 
@@ -163,9 +171,10 @@ impl std::fmt::Debug for NodeSignIn {
     }
 }
 
-/// Whether clients must sign in: a role token is set or a user exists.
+/// Whether clients must sign in: a role token is set, an identity
+/// provider's tokens are taken, or a user exists.
 pub fn sign_in_required(tokens: &RoleTokens, catalog: &Catalog) -> bool {
-    tokens.any() || !catalog.users.is_empty()
+    tokens.any() || tokens.issuer || !catalog.users.is_empty()
 }
 
 /// What an HTTP request signs in with (its `Authorization` header, read

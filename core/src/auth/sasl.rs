@@ -21,8 +21,20 @@ use super::users::{unhex, ScramHash};
 use super::{Principal, RoleTokens};
 use crate::catalog::Catalog;
 
-/// The mechanisms served, as SaslHandshake lists them.
+/// The mechanisms rsasl serves here.
 pub const MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// SASL/OAUTHBEARER, served when the node has a key set (`super::oauth`).
+pub const OAUTHBEARER: &str = "OAUTHBEARER";
+
+/// The mechanisms served, as SaslHandshake lists them.
+pub fn mechanisms(oauth: bool) -> Vec<&'static str> {
+    let mut all = MECHANISMS.to_vec();
+    if oauth {
+        all.push(OAUTHBEARER);
+    }
+    all
+}
 
 /// What a finished exchange says about the client.
 #[derive(Debug)]
@@ -119,7 +131,13 @@ pub enum Step {
     /// More is needed: send this to the client.
     Challenge(Vec<u8>),
     /// Signed in; send the last message (SCRAM's server signature).
-    SignedIn { principal: Principal, last: Vec<u8> },
+    /// `expires_ms`: when the credential expires (an OAUTHBEARER token's
+    /// `exp`, ms since the epoch), which bounds the session (KIP-368).
+    SignedIn {
+        principal: Principal,
+        last: Vec<u8>,
+        expires_ms: Option<i64>,
+    },
     /// Refused, and why (for the log and the client).
     Refused(String),
 }
@@ -127,7 +145,9 @@ pub enum Step {
 /// A sign-in in progress on one connection.
 pub struct SaslExchange {
     mechanism: &'static str,
-    session: Session<Claimed>,
+    /// rsasl's session; `None` for OAUTHBEARER, checked by `oauth`.
+    session: Option<Session<Claimed>>,
+    oauth: Option<Arc<super::oauth::OAuth>>,
     /// SCRAM: the nonce of the server-first message, once sent.
     nonce: Option<Vec<u8>>,
 }
@@ -141,13 +161,25 @@ fn scram_attribute(message: &[u8], name: u8) -> Option<&[u8]> {
 }
 
 impl SaslExchange {
-    /// Starts `mechanism` (one of `MECHANISMS`), checking against the
-    /// users of `catalog`.
-    pub fn start(mechanism: &str, catalog: Arc<Catalog>) -> Result<SaslExchange, String> {
+    /// Starts `mechanism` (one of `mechanisms`), checking against the
+    /// users of `catalog`, or OAUTHBEARER's tokens with `oauth`.
+    pub fn start(
+        mechanism: &str,
+        catalog: Arc<Catalog>,
+        oauth: Option<Arc<super::oauth::OAuth>>,
+    ) -> Result<SaslExchange, String> {
+        if mechanism == OAUTHBEARER && oauth.is_some() {
+            return Ok(SaslExchange {
+                mechanism: OAUTHBEARER,
+                session: None,
+                oauth,
+                nonce: None,
+            });
+        }
         let Some(&known) = MECHANISMS.iter().find(|m| **m == mechanism) else {
             return Err(format!(
                 "mechanism {mechanism:?} is not enabled (enabled: {})",
-                MECHANISMS.join(", ")
+                mechanisms(oauth.is_some()).join(", ")
             ));
         };
         let config = SASLConfig::builder()
@@ -160,9 +192,36 @@ impl SaslExchange {
             .map_err(|e| format!("starting {known}: {e}"))?;
         Ok(SaslExchange {
             mechanism: known,
-            session,
+            session: Some(session),
+            oauth: None,
             nonce: None,
         })
+    }
+
+    /// OAUTHBEARER's one message: the token checked on the blocking pool
+    /// (a key set may be fetched again).
+    async fn bearer(&self, oauth: Arc<super::oauth::OAuth>, input: &[u8]) -> Step {
+        let (token, authzid) = match super::oauth::client_token(input) {
+            Ok(t) => t,
+            Err(why) => return Step::Refused(format!("OAUTHBEARER: {why}")),
+        };
+        let checked = glommio::executor()
+            .spawn_blocking(move || oauth.check(&token))
+            .await;
+        match checked {
+            Ok(signed) if authzid.as_ref().is_some_and(|a| *a != signed.principal) => {
+                Step::Refused(format!(
+                    "OAUTHBEARER: the token is {}'s, not {authzid:?}'s",
+                    signed.principal
+                ))
+            }
+            Ok(signed) => Step::SignedIn {
+                principal: Principal::User(signed.principal),
+                last: Vec::new(),
+                expires_ms: Some(signed.expires_ms),
+            },
+            Err(why) => Step::Refused(format!("OAUTHBEARER: {why}")),
+        }
     }
 
     pub fn mechanism(&self) -> &'static str {
@@ -171,6 +230,10 @@ impl SaslExchange {
 
     /// Takes the client's next message.
     pub async fn step(&mut self, input: &[u8], tokens: &RoleTokens, catalog: &Catalog) -> Step {
+        let Some(session) = self.session.as_mut() else {
+            let oauth = self.oauth.clone().expect("OAUTHBEARER has its checker");
+            return self.bearer(oauth, input).await;
+        };
         if let Some(nonce) = &self.nonce {
             // librdkafka before 2.6.1 sends its own nonce again in front of
             // the combined one; RFC 5802 (and Kafka 4) refuse that. Said
@@ -185,7 +248,7 @@ impl SaslExchange {
             }
         }
         let mut out = Vec::new();
-        let state = match self.session.step(Some(input), &mut out) {
+        let state = match session.step(Some(input), &mut out) {
             Ok(s) => s,
             // rsasl's error may quote the message (a password's character):
             // only its kind is said.
@@ -197,10 +260,11 @@ impl SaslExchange {
             }
             return Step::Challenge(out);
         }
-        match self.session.validation() {
+        match session.validation() {
             Some(Claim::Scram { authid }) => Step::SignedIn {
                 principal: Principal::User(authid),
                 last: out,
+                expires_ms: None,
             },
             Some(Claim::Plain {
                 authzid,
@@ -214,6 +278,7 @@ impl SaslExchange {
                     return Step::SignedIn {
                         principal: Principal::Role(role),
                         last: out,
+                        expires_ms: None,
                     };
                 }
                 if let Some(user) = catalog.users.get(&authid).cloned() {
@@ -225,6 +290,7 @@ impl SaslExchange {
                         return Step::SignedIn {
                             principal: Principal::User(authid),
                             last: out,
+                            expires_ms: None,
                         };
                     }
                 }
@@ -233,6 +299,7 @@ impl SaslExchange {
                     return Step::SignedIn {
                         principal: Principal::Anonymous,
                         last: out,
+                        expires_ms: None,
                     };
                 }
                 // An unknown name costs a hash too, so names cannot be
@@ -278,7 +345,7 @@ mod tests {
     async fn sign_in(mechanism: &str, name: &str, password: &str) -> Step {
         let cat = catalog();
         let tokens = RoleTokens::from_plain(&[(Role::Writer, "w-token")]);
-        let mut server = SaslExchange::start(mechanism, cat.clone()).unwrap();
+        let mut server = SaslExchange::start(mechanism, cat.clone(), None).unwrap();
         let client_config =
             SASLConfig::with_credentials(None, name.to_string(), password.to_string()).unwrap();
         let mech = Mechname::parse(mechanism.as_bytes()).unwrap();
@@ -293,13 +360,19 @@ mod tests {
                     to_server.clear();
                     client.step(Some(&c), &mut to_server).unwrap();
                 }
-                Step::SignedIn { principal, last } => {
+                Step::SignedIn {
+                    principal, last, ..
+                } => {
                     // The client checks the server's signature too.
                     if !last.is_empty() {
                         let mut none = Vec::new();
                         client.step(Some(&last), &mut none).unwrap();
                     }
-                    return Step::SignedIn { principal, last };
+                    return Step::SignedIn {
+                        principal,
+                        last,
+                        expires_ms: None,
+                    };
                 }
                 refused => return refused,
             }
@@ -341,7 +414,7 @@ mod tests {
     /// The server-first message for `name` (its salt and iteration count
     /// are what a prober compares).
     fn server_first(name: &str) -> String {
-        let mut server = SaslExchange::start("SCRAM-SHA-256", catalog()).unwrap();
+        let mut server = SaslExchange::start("SCRAM-SHA-256", catalog(), None).unwrap();
         let client_first = format!("n,,n={name},r=abcdefghijklmnop");
         let tokens = RoleTokens::default();
         let cat = catalog();
@@ -374,7 +447,7 @@ mod tests {
     /// refused with a message that says so.
     #[test]
     fn a_repeated_client_nonce_is_refused_plainly() {
-        let mut server = SaslExchange::start("SCRAM-SHA-256", catalog()).unwrap();
+        let mut server = SaslExchange::start("SCRAM-SHA-256", catalog(), None).unwrap();
         let (tokens, cat) = (RoleTokens::default(), catalog());
         let first = futures::executor::block_on(server.step(
             b"n,,n=alice,r=abcdefghijklmnop",
@@ -395,7 +468,9 @@ mod tests {
 
     #[test]
     fn unknown_mechanisms_name_the_enabled_ones() {
-        let e = SaslExchange::start("GSSAPI", catalog()).err().unwrap();
+        let e = SaslExchange::start("GSSAPI", catalog(), None)
+            .err()
+            .unwrap();
         assert!(e.contains("PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"), "{e}");
     }
 }
