@@ -24,6 +24,10 @@ use crate::shard::{Shard, ShardState};
 const SPAN_MS: i64 = 10_000;
 const BUCKET_MS: i64 = 100;
 
+/// The longest a request-time throttle lasts (Kafka's
+/// `quota.window.size.seconds`).
+const MAX_REQUEST_THROTTLE_MS: u32 = 1000;
+
 /// Kafka's entity types.
 pub const USER: &str = "user";
 pub const CLIENT_ID: &str = "client-id";
@@ -166,7 +170,10 @@ impl Entity {
         if let Some(why) = not_enforced(key) {
             return Err(invalid(why));
         }
-        if value.is_nan() || value <= 0.0 {
+        if !value.is_finite() {
+            return Err(invalid(format!("Quota {key} must be a finite number")));
+        }
+        if value <= 0.0 {
             return Err(invalid(format!("Quota {key} must be greater than 0")));
         }
         let max = match shape {
@@ -233,14 +240,11 @@ pub fn alter(
     entity: &Entity,
     ops: &[(String, Option<f64>)],
 ) -> Result<(), KafkaError> {
+    // Removing a key the entity does not have (even one it could not
+    // have) changes nothing and is no error, as in Kafka.
     for (key, value) in ops {
         if let Some(v) = value {
             entity.check(key, *v)?;
-        } else if !entity.keys().iter().any(|(k, _)| k == key) {
-            return Err(KafkaError::new(
-                ErrorCode::InvalidRequest,
-                format!("Invalid configuration key {key}"),
-            ));
         }
     }
     let at = match quotas.iter().position(|q| &q.entity == entity) {
@@ -391,15 +395,18 @@ impl ShardState for Sensors {}
 impl Sensors {
     /// Records `value` and answers the throttle time. A negative value
     /// takes back what was recorded (a throttled fetch sends no records).
+    /// A request-time throttle is at most one window second, as Kafka's
+    /// `ClientRequestQuotaManager` bounds it; byte rates' are not bounded.
     fn record(&self, kind: Kind, limit: &Limit, value: f64, now: i64) -> u32 {
         self.sweep(now);
         let mut rates = self.rates.borrow_mut();
         let key = (kind, limit.user.clone(), limit.client_id.clone());
         let rate = rates.entry(key).or_default();
         rate.record(value, now);
-        match value < 0.0 {
-            true => 0,
-            false => rate.throttle(limit.bound, now),
+        match (value < 0.0, kind) {
+            (true, _) => 0,
+            (false, Kind::Request) => rate.throttle(limit.bound, now).min(MAX_REQUEST_THROTTLE_MS),
+            (false, _) => rate.throttle(limit.bound, now),
         }
     }
 
@@ -516,6 +523,7 @@ mod tests {
         assert!(e.check("producer_byte_rate", 1024.0).is_ok());
         assert!(e.check("producer_byte_rate", 1024.5).is_err());
         assert!(e.check("producer_byte_rate", 0.0).is_err());
+        assert!(e.check("request_percentage", f64::INFINITY).is_err());
         assert!(e.check("request_percentage", 12.5).is_ok());
         assert!(e.check("connection_creation_rate", 10.0).is_err());
         let ip = parse(&[(IP, None)]).expect("valid");
@@ -571,6 +579,9 @@ mod tests {
         assert!(alter(&mut quotas, &e, &bad).is_err());
         assert_eq!(quotas[0].values.len(), 1);
         alter(&mut quotas, &e, &[("producer_byte_rate".into(), None)]).expect("removed");
+        assert!(quotas.is_empty());
+        // Removing what is not there, even a key Kafka does not have, is no error.
+        alter(&mut quotas, &e, &[("bytes_per_fortnight".into(), None)]).expect("nothing to remove");
         assert!(quotas.is_empty());
     }
 }

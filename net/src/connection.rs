@@ -227,10 +227,9 @@ async fn read_requests(
         produce: Rc::new(Semaphore::new(1)),
         muted_until: Rc::new(std::cell::Cell::new(None)),
     };
-    while let Some((frame, grant, read_at)) = read_frame(shard, &mut inbound, sign_in, peer).await {
-        if let Some(until) = turns.muted_until.take() {
-            glommio::timer::sleep(until.saturating_duration_since(Instant::now())).await;
-        }
+    while let Some((frame, grant, read_at)) =
+        read_frame(shard, &mut inbound, sign_in, peer, &turns.muted_until).await
+    {
         if sign_in.raw {
             if !raw_sign_in_step(shard, sign_in, &frame, answers).await {
                 return;
@@ -270,9 +269,16 @@ async fn read_frame(
     inbound: &mut Inbound,
     sign_in: &SignIn,
     peer: &Peer,
+    muted_until: &std::cell::Cell<Option<Instant>>,
 ) -> Option<(BytesMut, Grant, Instant)> {
     let mut len = [0u8; 4];
     inbound.read_exact(&mut len).await.ok()?; // closed
+                                              // A throttled client's next frame stays in the socket until its
+                                              // throttle time is over: it holds none of the shard's request memory
+                                              // meanwhile (Kafka mutes the channel).
+    if let Some(until) = muted_until.take() {
+        glommio::timer::sleep(until.saturating_duration_since(Instant::now())).await;
+    }
     let len = i32::from_be_bytes(len);
     // Before signing in, only small frames (SASL and ApiVersions).
     let max = shard.config.max_request_bytes;

@@ -240,18 +240,18 @@ impl SignIn {
 }
 
 /// A session's lifetime in ms, as Kafka's `SaslServerAuthenticator` sets
-/// it: with `connections.max.reauth.ms` (`max`) set, the shorter of it and
-/// the time left on the credential; without, 0 (the session lasts as long
-/// as the connection, as in Kafka). A credential already expired (within
-/// the clock-skew leeway its check allows) is refused.
+/// it (`calcCompletionTimesAndReturnSessionLifetimeMs`): the time left on
+/// the credential (an OAUTHBEARER token's `exp`), bounded by
+/// `connections.max.reauth.ms` (`max`) when that is set; `max` alone for a
+/// password; 0 (the session lasts as long as the connection) for a
+/// password with no `max`. A credential already expired (within the
+/// clock-skew leeway its check allows) is refused.
 fn session_lifetime(max: Duration, expires_ms: Option<i64>) -> Result<i64, String> {
-    if max.is_zero() {
-        return Ok(0);
-    }
     let max = max.as_millis().min(i64::MAX as u128) as i64;
     match expires_ms.map(|e| e - weir_core::clock::now_ms()) {
         Some(left) if left <= 0 => Err("the token has expired".to_string()),
-        Some(left) => Ok(left.min(max)),
+        Some(left) if max > 0 => Ok(left.min(max)),
+        Some(left) => Ok(left),
         None => Ok(max),
     }
 }

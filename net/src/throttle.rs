@@ -4,8 +4,9 @@
 //! its answer's bytes, and every request its handler's time on this
 //! shard. Past a limit the answer carries `throttle_time_ms` (KIP-219:
 //! the client waits that long before its next request to the node) and
-//! the connection reads nothing more for that long; a throttled fetch is
-//! answered empty, its bytes not counted, as Kafka answers it.
+//! the connection reads no more than its next frame's length for that
+//! long; a throttled fetch is answered empty, its bytes not counted, as
+//! Kafka answers it.
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -44,6 +44,14 @@ pub struct Signed {
     pub expires_ms: i64,
 }
 
+/// Why no key checks a token.
+enum KeyRefused {
+    /// The key set has no key of that id.
+    Missing,
+    /// The key may not check this token's signature.
+    Unfit(String),
+}
+
 /// The node's token checker: its settings and the key set last read.
 pub struct OAuth {
     config: OAuthConfig,
@@ -81,19 +89,27 @@ impl OAuth {
             }
             _ => format!("not a JWT: {e}"),
         })?;
-        let key = match self.key(header.kid.as_deref()) {
-            Some(k) => k,
-            None => {
+        let kid = header.kid.as_deref();
+        let found = match self.key(kid, header.alg) {
+            Err(KeyRefused::Missing) => {
                 self.reload();
-                self.key(header.kid.as_deref()).ok_or_else(|| {
-                    format!(
-                        "no key {:?} in the key set {}",
-                        header.kid.as_deref().unwrap_or("(none named)"),
-                        self.config.jwks
-                    )
-                })?
+                self.key(kid, header.alg)
             }
+            found => found,
         };
+        let key = found.map_err(|why| match why {
+            KeyRefused::Missing => format!(
+                "no key {:?} in the key set {}",
+                kid.unwrap_or("(none named)"),
+                self.config.jwks
+            ),
+            KeyRefused::Unfit(why) => {
+                format!(
+                    "the key {:?} is refused: {why}",
+                    kid.unwrap_or("(the only one)")
+                )
+            }
+        })?;
         let mut v = Validation::new(header.alg);
         v.leeway = self.config.clock_skew.as_secs();
         v.validate_nbf = true;
@@ -129,15 +145,49 @@ impl OAuth {
         })
     }
 
-    /// The key for `kid` (a set of one key serves tokens that name none).
-    fn key(&self, kid: Option<&str>) -> Option<DecodingKey> {
+    /// The key for `kid` (a set of one key serves tokens that name none),
+    /// if it may check a signature made with `alg`: a public key for
+    /// signatures (never a shared HMAC secret, which anyone holding the
+    /// key set could sign with), of the algorithm it names, if it names
+    /// one.
+    fn key(
+        &self,
+        kid: Option<&str>,
+        alg: jsonwebtoken::Algorithm,
+    ) -> Result<DecodingKey, KeyRefused> {
+        use jsonwebtoken::jwk::{AlgorithmParameters, PublicKeyUse};
         let keys = self.keys.read().expect("not poisoned").clone();
         let jwk = match kid {
-            Some(kid) => keys.find(kid)?,
-            None if keys.keys.len() == 1 => &keys.keys[0],
-            None => return None,
-        };
-        DecodingKey::from_jwk(jwk).ok()
+            Some(kid) => keys.find(kid),
+            None if keys.keys.len() == 1 => keys.keys.first(),
+            None => None,
+        }
+        .ok_or(KeyRefused::Missing)?;
+        if matches!(jwk.algorithm, AlgorithmParameters::OctetKey(_)) {
+            return Err(KeyRefused::Unfit(
+                "a shared secret (kty oct), not a public key".into(),
+            ));
+        }
+        if jwk
+            .common
+            .public_key_use
+            .as_ref()
+            .is_some_and(|u| *u != PublicKeyUse::Signature)
+        {
+            return Err(KeyRefused::Unfit(
+                "not for signatures (its use is not sig)".into(),
+            ));
+        }
+        // The JWK's `alg` by its JOSE name (jsonwebtoken writes both
+        // enums as their names).
+        if let Some(named) = jwk.common.key_algorithm {
+            if named.to_string() != format!("{alg:?}") {
+                return Err(KeyRefused::Unfit(format!(
+                    "for {named}, not the token's {alg:?}"
+                )));
+            }
+        }
+        DecodingKey::from_jwk(jwk).map_err(|e| KeyRefused::Unfit(format!("unusable: {e}")))
     }
 
     /// Reads the key set again, at most once per `RELOAD_AT_MOST_EVERY`;
