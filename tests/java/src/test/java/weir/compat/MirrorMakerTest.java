@@ -77,6 +77,27 @@ class MirrorMakerTest {
         }
     }
 
+    /**
+     * Waits until `remote` (a topic copied by MirrorMaker) holds `count`
+     * records in order, its `retention.ms` and `group`'s offset at its end.
+     */
+    static void awaitMirrored(Properties to, Admin toAdmin, String remote, int count, String retention,
+            String group, Process mm2, Path log) throws Exception {
+        String source = remote.substring(remote.indexOf('.') + 1);
+        await(remote + " with " + count + " records", () -> readAll(to, remote, count).size() == count, mm2, log);
+        var copied = readAll(to, remote, count);
+        assertEquals(source + " 0", copied.get(0));
+        assertEquals(source + " " + (count - 1), copied.get(count - 1));
+        var resource = new ConfigResource(ConfigResource.Type.TOPIC, remote);
+        await(remote + "'s retention.ms", () -> retention.equals(toAdmin.describeConfigs(List.of(resource))
+                .all().get().get(resource).get("retention.ms").value()), mm2, log);
+        var tp = new TopicPartition(remote, 0);
+        await(group + "'s offset of " + remote, () -> {
+            var offsets = toAdmin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+            return offsets.containsKey(tp) && offsets.get(tp).offset() == count;
+        }, mm2, log);
+    }
+
     @Test
     void topicsConfigsAndGroupOffsetsCopyFromKafkaIntoWeirAndBack() throws Exception {
         try (ApacheKafka kafka = ApacheKafka.start(); WeirNode weir = WeirNode.start();
@@ -128,44 +149,17 @@ class MirrorMakerTest {
                     "org.apache.kafka.connect.mirror.MirrorMaker", config.toString())
                     .redirectErrorStream(true).redirectOutput(log.toFile()).start();
             try {
-                // Kafka into weir: the records, the topic's configs and the
-                // group's offset, under MirrorMaker's `kafka.` prefix.
-                await("kafka.mm-orders on weir with 100 records",
-                        () -> readAll(weir.props(), "kafka.mm-orders", 100).size() == 100, mm2, log);
-                var copied = readAll(weir.props(), "kafka.mm-orders", 100);
-                assertEquals("mm-orders 0", copied.get(0));
-                assertEquals("mm-orders 99", copied.get(99));
-                var resource = new ConfigResource(ConfigResource.Type.TOPIC, "kafka.mm-orders");
-                await("kafka.mm-orders' retention.ms on weir", () -> "123456789".equals(weirAdmin
-                        .describeConfigs(List.of(resource)).all().get().get(resource).get("retention.ms").value()),
-                        mm2, log);
-                var downstream = new TopicPartition("kafka.mm-orders", 0);
-                await("mm-readers' offset on weir", () -> {
-                    var offsets = weirAdmin.listConsumerGroupOffsets("mm-readers")
-                            .partitionsToOffsetAndMetadata().get();
-                    return offsets.containsKey(downstream) && offsets.get(downstream).offset() == 100;
-                }, mm2, log);
-
-                // weir into Kafka.
-                await("weir.back-events on Kafka with 50 records",
-                        () -> readAll(kafka.props(), "weir.back-events", 50).size() == 50, mm2, log);
-                var back = readAll(kafka.props(), "weir.back-events", 50);
-                assertEquals("back-events 0", back.get(0));
-                assertEquals("back-events 49", back.get(49));
-                var backResource = new ConfigResource(ConfigResource.Type.TOPIC, "weir.back-events");
-                await("weir.back-events' retention.ms on Kafka", () -> "7654321".equals(kafkaAdmin
-                        .describeConfigs(List.of(backResource)).all().get().get(backResource)
-                        .get("retention.ms").value()), mm2, log);
-                var backDownstream = new TopicPartition("weir.back-events", 0);
-                await("back-readers' offset on Kafka", () -> {
-                    var offsets = kafkaAdmin.listConsumerGroupOffsets("back-readers")
-                            .partitionsToOffsetAndMetadata().get();
-                    return offsets.containsKey(backDownstream) && offsets.get(backDownstream).offset() == 50;
-                }, mm2, log);
+                // Kafka into weir, and back, under MirrorMaker's prefixes.
+                awaitMirrored(weir.props(), weirAdmin, "kafka.mm-orders", 100, "123456789", "mm-readers", mm2, log);
+                awaitMirrored(kafka.props(), kafkaAdmin, "weir.back-events", 50, "7654321", "back-readers", mm2,
+                        log);
                 assertTrue(mm2.isAlive(), "MirrorMaker still runs");
             } finally {
                 mm2.destroyForcibly();
                 mm2.waitFor(30, TimeUnit.SECONDS);
+                try (var files = Files.walk(dir)) {
+                    files.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+                }
             }
         }
     }
