@@ -93,9 +93,9 @@ struct Peer {
 struct Turns {
     fetch: Rc<Semaphore>,
     produce: Rc<Semaphore>,
-    /// Until when the connection reads nothing: a client past its quota
-    /// (`crate::throttle`) is muted for its throttle time, as Kafka mutes
-    /// its channel.
+    /// Until when the connection reads no more than its next frame's
+    /// length: a client past its quota (`crate::throttle`) is muted for its
+    /// throttle time, as Kafka mutes its channel.
     muted_until: Rc<std::cell::Cell<Option<Instant>>>,
 }
 
@@ -273,9 +273,10 @@ async fn read_frame(
 ) -> Option<(BytesMut, Grant, Instant)> {
     let mut len = [0u8; 4];
     inbound.read_exact(&mut len).await.ok()?; // closed
-                                              // A throttled client's next frame stays in the socket until its
-                                              // throttle time is over: it holds none of the shard's request memory
-                                              // meanwhile (Kafka mutes the channel).
+
+    // A throttled client's next frame stays in the socket until its
+    // throttle time is over: it holds none of the shard's request memory
+    // meanwhile (Kafka mutes the channel).
     if let Some(until) = muted_until.take() {
         glommio::timer::sleep(until.saturating_duration_since(Instant::now())).await;
     }

@@ -56,8 +56,8 @@ pub struct SignIn {
     /// again (KIP-368's re-authentication) must use the same one, as the
     /// same principal.
     signed_in_with: Option<&'static str>,
-    /// When the session ends (KIP-368, with `--max-reauth-ms`): past it,
-    /// only signing in again is served.
+    /// When the session ends (KIP-368: at its token's `exp`, or after
+    /// `--max-reauth-ms`): past it, only signing in again is served.
     session_ends: Option<Instant>,
 }
 
@@ -253,5 +253,28 @@ fn session_lifetime(max: Duration, expires_ms: Option<i64>) -> Result<i64, Strin
         Some(left) if max > 0 => Ok(left.min(max)),
         Some(left) => Ok(left),
         None => Ok(max),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_lasts_to_its_token_s_expiry_and_the_reauthentication_bound() {
+        let now = weir_core::clock::now_ms();
+        let none = Duration::ZERO;
+        let five_s = Duration::from_secs(5);
+        // A password: no bound, no end; with a bound, the bound.
+        assert_eq!(session_lifetime(none, None), Ok(0));
+        assert_eq!(session_lifetime(five_s, None), Ok(5_000));
+        // A token: its time left, even with no bound; the shorter of the two.
+        let in_a_minute = now + 60_000;
+        let left = session_lifetime(none, Some(in_a_minute)).expect("a live token");
+        assert!((55_000..=60_000).contains(&left), "{left}");
+        assert_eq!(session_lifetime(five_s, Some(in_a_minute)), Ok(5_000));
+        // A token past its exp (within the leeway its check allowed).
+        assert!(session_lifetime(none, Some(now - 1_000)).is_err());
+        assert!(session_lifetime(five_s, Some(now - 1_000)).is_err());
     }
 }

@@ -269,20 +269,57 @@ mod tests {
         assert!(client_token(b"n,,\x01\x01").is_err());
     }
 
-    #[test]
-    fn an_unsigned_token_is_refused() {
-        let dir = std::env::temp_dir().join(format!("weir-oauth-{}", std::process::id()));
+    /// A key set file holding `jwks`, and a checker reading it.
+    fn checker(name: &str, jwks: &str) -> (Arc<OAuth>, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("weir-oauth-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let jwks = dir.join("jwks.json");
-        std::fs::write(&jwks, r#"{"keys":[]}"#).unwrap();
+        let path = dir.join("jwks.json");
+        std::fs::write(&path, jwks).unwrap();
         let oauth = OAuth::load(OAuthConfig {
-            jwks: jwks.display().to_string(),
+            jwks: path.display().to_string(),
             issuer: None,
             audience: Vec::new(),
             principal_claim: "sub".into(),
             clock_skew: Duration::from_secs(30),
         })
         .unwrap();
+        (oauth, dir)
+    }
+
+    #[test]
+    fn keys_unfit_to_check_a_signature_are_refused() {
+        use jsonwebtoken::Algorithm::{HS256, RS256, RS512};
+        // A public RSA key (the modulus need not be a real one to be refused
+        // for its use or algorithm), a shared secret, an encryption key.
+        let n = "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw";
+        let (oauth, dir) = checker(
+            "keys",
+            &format!(
+                r#"{{"keys":[
+                {{"kty":"RSA","kid":"rs256","use":"sig","alg":"RS256","n":"{n}","e":"AQAB"}},
+                {{"kty":"RSA","kid":"enc","use":"enc","n":"{n}","e":"AQAB"}},
+                {{"kty":"oct","kid":"secret","k":"c2VjcmV0"}}]}}"#
+            ),
+        );
+        assert!(oauth.key(Some("rs256"), RS256).is_ok());
+        let unfit = |kid, alg| match oauth.key(Some(kid), alg) {
+            Err(KeyRefused::Unfit(why)) => why,
+            Err(KeyRefused::Missing) => panic!("{kid}: missing"),
+            Ok(_) => panic!("{kid} with {alg:?}: taken"),
+        };
+        assert!(unfit("rs256", RS512).contains("for RS256"));
+        assert!(unfit("enc", RS256).contains("not for signatures"));
+        assert!(unfit("secret", HS256).contains("shared secret"));
+        assert!(matches!(
+            oauth.key(Some("other"), RS256),
+            Err(KeyRefused::Missing)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_unsigned_token_is_refused() {
+        let (oauth, dir) = checker("unsigned", r#"{"keys":[]}"#);
         use base64::Engine;
         let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
         let unsigned = format!(
