@@ -26,10 +26,10 @@ pub struct Who {
 
 impl Who {
     pub fn of(cx: &RequestContext) -> Option<Who> {
-        let catalog = cx.shard.catalog();
-        if catalog.quotas.is_empty() {
+        if !cx.shard.quotas_set() {
             return None;
         }
+        let catalog = cx.shard.catalog();
         let name = cx.caller.principal.kafka_name();
         Some(Who {
             user: name.strip_prefix("User:").unwrap_or(&name).to_string(),

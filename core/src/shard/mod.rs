@@ -203,6 +203,12 @@ impl Shard {
         self.catalog.borrow().clone()
     }
 
+    /// Whether any client quota is set: asked of every request, so it
+    /// reads the snapshot in place rather than taking a share of it.
+    pub fn quotas_set(&self) -> bool {
+        !self.catalog.borrow().quotas.is_empty()
+    }
+
     /// Why a partition routed here is not open on this shard: moved away
     /// (a reassignment, a leadership the catalog just gave elsewhere) or
     /// not open yet, NOT_LEADER_OR_FOLLOWER, as Kafka answers for a
