@@ -145,11 +145,17 @@ pub enum Step {
 /// A sign-in in progress on one connection.
 pub struct SaslExchange {
     mechanism: &'static str,
-    /// rsasl's session; `None` for OAUTHBEARER, checked by `oauth`.
-    session: Option<Session<Claimed>>,
-    oauth: Option<Arc<super::oauth::OAuth>>,
+    checker: Checker,
     /// SCRAM: the nonce of the server-first message, once sent.
     nonce: Option<Vec<u8>>,
+}
+
+/// What checks an exchange's messages.
+enum Checker {
+    /// PLAIN and SCRAM: rsasl's session.
+    Rsasl(Session<Claimed>),
+    /// OAUTHBEARER: the node's token checker.
+    Bearer(Arc<super::oauth::OAuth>),
 }
 
 /// The value of attribute `name` in a SCRAM message (`r=...,s=...`).
@@ -168,11 +174,10 @@ impl SaslExchange {
         catalog: Arc<Catalog>,
         oauth: Option<Arc<super::oauth::OAuth>>,
     ) -> Result<SaslExchange, String> {
-        if mechanism == OAUTHBEARER && oauth.is_some() {
+        if let (OAUTHBEARER, Some(oauth)) = (mechanism, &oauth) {
             return Ok(SaslExchange {
                 mechanism: OAUTHBEARER,
-                session: None,
-                oauth,
+                checker: Checker::Bearer(oauth.clone()),
                 nonce: None,
             });
         }
@@ -192,15 +197,14 @@ impl SaslExchange {
             .map_err(|e| format!("starting {known}: {e}"))?;
         Ok(SaslExchange {
             mechanism: known,
-            session: Some(session),
-            oauth: None,
+            checker: Checker::Rsasl(session),
             nonce: None,
         })
     }
 
     /// OAUTHBEARER's one message: the token checked on the blocking pool
     /// (a key set may be fetched again).
-    async fn bearer(&self, oauth: Arc<super::oauth::OAuth>, input: &[u8]) -> Step {
+    async fn bearer(oauth: Arc<super::oauth::OAuth>, input: &[u8]) -> Step {
         let (token, authzid) = match super::oauth::client_token(input) {
             Ok(t) => t,
             Err(why) => return Step::Refused(format!("OAUTHBEARER: {why}")),
@@ -230,9 +234,9 @@ impl SaslExchange {
 
     /// Takes the client's next message.
     pub async fn step(&mut self, input: &[u8], tokens: &RoleTokens, catalog: &Catalog) -> Step {
-        let Some(session) = self.session.as_mut() else {
-            let oauth = self.oauth.clone().expect("OAUTHBEARER has its checker");
-            return self.bearer(oauth, input).await;
+        let session = match &mut self.checker {
+            Checker::Rsasl(session) => session,
+            Checker::Bearer(oauth) => return Self::bearer(oauth.clone(), input).await,
         };
         if let Some(nonce) = &self.nonce {
             // librdkafka before 2.6.1 sends its own nonce again in front of
