@@ -5,6 +5,7 @@ mod allocator;
 mod config_file;
 mod panics;
 mod sql_client;
+mod topic_default_flags;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -173,6 +174,8 @@ struct ServeArgs {
     /// Partitions of an auto-created topic.
     #[arg(env = "WEIR_DEFAULT_PARTITIONS", long, default_value_t = 1)]
     default_partitions: i32,
+    #[command(flatten)]
+    topic_defaults: topic_default_flags::TopicDefaultFlags,
     /// Kafka connections served at once, split evenly between shards
     /// (Kafka's max.connections); past it new clients wait until one closes.
     #[arg(env = "WEIR_MAX_CONNECTIONS", long, default_value_t = 10_000)]
@@ -499,6 +502,7 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.flushes_in_flight = args.flushes_in_flight.max(1);
     cfg.auto_create_topics = args.auto_create_topics;
     cfg.default_partitions = args.default_partitions.max(1);
+    cfg.topic_defaults = args.topic_defaults.0.clone();
     cfg.max_request_bytes = args.max_request_bytes;
     cfg.fetch_max_bytes = args.fetch_max_bytes.max(1);
     cfg.request_memory_bytes = args.request_memory_bytes;

@@ -18,6 +18,8 @@ pub mod schema;
 #[cfg(test)]
 mod tests;
 pub mod topic_config;
+mod topic_defaults;
+pub use topic_defaults::DefaultFrom;
 
 /// Kafka's limit on topic name length.
 pub const MAX_TOPIC_NAME_LEN: usize = 249;
@@ -355,24 +357,12 @@ pub const NODE_CONFIGS: [&str; 3] = [
     "replica.alter.log.dirs.io.max.bytes.per.second",
 ];
 
-/// Checks a node config set at run time on the BROKER resource `node`
-/// (a node id, or empty for the cluster-wide default) and returns its
-/// value as kept: a rate of `NODE_CONFIGS`, or the default of a topic
+/// Checks a node config set at run time on a BROKER resource (a node,
+/// or the cluster-wide default) and returns its value as kept: a rate of `NODE_CONFIGS`, or the default of a topic
 /// config under Kafka's node name for it (`topic_config::NODE_SYNONYMS`,
-/// `log.retention.ms` and the like), which only the cluster-wide resource
-/// takes (every node shares one catalog of topics).
-pub fn check_node_config(node: &str, name: &str, value: &str) -> Result<String, KafkaError> {
+/// `log.retention.ms` and the like; see `topic_defaults`).
+pub fn check_node_config(name: &str, value: &str) -> Result<String, KafkaError> {
     if let Some(topic_config) = topic_config::of_node_synonym(name) {
-        if !node.is_empty() {
-            return Err(KafkaError::new(
-                ErrorCode::InvalidConfig,
-                format!(
-                    "{name} is the default of every topic's {topic_config}, kept once for the \
-                     whole cluster here: set it on the default broker resource \
-                     (kafka-configs.sh --entity-type brokers --entity-default), not on node {node}"
-                ),
-            ));
-        }
         return topic_config::check(topic_config, value)
             .map_err(|e| KafkaError::new(e.code, e.message.replace(topic_config, name)));
     }
@@ -401,18 +391,6 @@ pub fn check_node_config(node: &str, name: &str, value: &str) -> Result<String, 
 }
 
 impl Catalog {
-    /// The topic config defaults set at run time on the cluster-wide
-    /// BROKER resource (`log.retention.ms` and the like), by topic config
-    /// name.
-    pub fn topic_defaults(&self) -> BTreeMap<String, String> {
-        self.node_configs
-            .get("")
-            .into_iter()
-            .flatten()
-            .filter_map(|(n, v)| Some((topic_config::of_node_synonym(n)?.to_string(), v.clone())))
-            .collect()
-    }
-
     /// A node config changed at run time: the node's own, else the
     /// cluster-wide default's.
     pub fn node_config(&self, node: i32, name: &str) -> Option<&str> {

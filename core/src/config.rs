@@ -1,6 +1,7 @@
 //! Node settings, fixed at start-up. Every queue, cache and buffer has its
 //! limit here.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,6 +22,12 @@ pub struct NodeConfig {
     pub auto_create_topics: bool,
     /// Partitions of an auto-created topic, or a CreateTopics with -1.
     pub default_partitions: i32,
+    /// This node's own defaults of topic configs (`--default-retention-ms`
+    /// and the like, Kafka's `server.properties`), by topic config name,
+    /// each value checked: what a topic that does not set a config has,
+    /// unless a default set at run time overrides it
+    /// (`catalog::topic_defaults`).
+    pub topic_defaults: BTreeMap<String, String>,
     /// The largest Kafka request frame accepted; larger closes the connection.
     pub max_request_bytes: usize,
     /// The most a fetch response holds (beyond its first batch), whatever
@@ -261,6 +268,7 @@ impl NodeConfig {
             shards: 1,
             auto_create_topics: false,
             default_partitions: 1,
+            topic_defaults: BTreeMap::new(),
             max_request_bytes: 100 << 20,
             fetch_max_bytes: 55 << 20,
             max_connections: 10_000,

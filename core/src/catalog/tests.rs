@@ -269,3 +269,71 @@ fn message_timestamp_type() {
     c.reset("message.timestamp.type").unwrap();
     assert!(!c.log_config().log_append_time);
 }
+
+#[test]
+fn a_topic_default_comes_from_the_node_then_the_cluster_then_the_flags() {
+    use crate::catalog::DefaultFrom;
+    let dir = std::env::temp_dir();
+    let addr = "127.0.0.1:1".parse().unwrap();
+    let mut node = crate::NodeConfig::new(dir.clone(), addr, addr);
+    node.node_id = 3;
+    node.topic_defaults
+        .insert("retention.ms".into(), "86400000".into());
+    let cat_dir = dir.join(format!("weir-defaults-{}", std::process::id()));
+    std::fs::create_dir_all(&cat_dir).unwrap();
+    let mut cat = Catalog::load_or_create(&cat_dir, 1).unwrap();
+    std::fs::remove_dir_all(&cat_dir).unwrap();
+    let topic = |name: &str| TopicMeta {
+        shards: vec![0],
+        nodes: Vec::new(),
+        replication: Vec::new(),
+        name: name.to_string(),
+        id: new_topic_id(),
+        config: TopicConfig::default(),
+        schema: None,
+        throttled_replicas: Default::default(),
+    };
+    cat.topics.insert("t".into(), topic("t"));
+    cat.topics.insert(GROUPS_TOPIC.into(), topic(GROUPS_TOPIC));
+    let default = |cat: &Catalog| cat.topic_default(&node, "retention.ms").unwrap();
+    assert_eq!(default(&cat), ("86400000".into(), DefaultFrom::Static));
+    assert_eq!(
+        cat.topic_default(&node, "min.insync.replicas").unwrap(),
+        ("2".into(), DefaultFrom::Static),
+        "weir's own default"
+    );
+    assert_eq!(
+        cat.topic_default(&node, "segment.ms").unwrap().1,
+        DefaultFrom::Kafka
+    );
+    // A snapshot from a node with other defaults is copied to follow ours;
+    // one that already does is installed as it is.
+    use std::sync::Arc;
+    let theirs = Arc::new(cat.clone());
+    let ours = Catalog::with_topic_defaults(theirs.clone(), &node);
+    assert_eq!(ours.topics["t"].config.retention_ms, 86_400_000);
+    assert_eq!(
+        ours.topics[GROUPS_TOPIC].config.retention_ms, 604_800_000,
+        "the group log keeps its own"
+    );
+    assert!(Arc::ptr_eq(
+        &ours,
+        &Catalog::with_topic_defaults(ours.clone(), &node)
+    ));
+    // Set at run time: the cluster-wide default outranks the flags, and
+    // this node's own outranks both; another node's is not ours.
+    let set = |cat: &mut Catalog, resource: &str, v: &str| {
+        cat.node_configs
+            .entry(resource.to_string())
+            .or_default()
+            .insert("log.retention.ms".to_string(), v.to_string());
+    };
+    set(&mut cat, "", "7200000");
+    set(&mut cat, "4", "1000");
+    assert_eq!(default(&cat), ("7200000".into(), DefaultFrom::Cluster));
+    set(&mut cat, "3", "3600000");
+    assert_eq!(default(&cat), ("3600000".into(), DefaultFrom::Node));
+    assert!(cat.follow_topic_defaults(&node));
+    assert_eq!(cat.topics["t"].config.retention_ms, 3_600_000);
+    assert!(!cat.follow_topic_defaults(&node), "nothing more to follow");
+}

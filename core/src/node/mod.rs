@@ -85,7 +85,11 @@ pub fn start(config: NodeConfig, serve: ServeFn) -> Result<Node, String> {
         );
     }
     let first_seq = replayed.next_seq;
-    let catalog = Arc::new(Catalog::load_or_create(&config.data_dir, config.shards)?);
+    let mut catalog = Catalog::load_or_create(&config.data_dir, config.shards)?;
+    // Topics follow the defaults this start gives (its flags may differ
+    // from the last start's).
+    catalog.follow_topic_defaults(&config);
+    let catalog = Arc::new(catalog);
     let control = match &config.cluster {
         Some(c) => Some(crate::cluster::start(
             c.clone(),

@@ -188,7 +188,8 @@ impl Shard {
             meta.set_config(name, v)?;
         }
         if meta.name != crate::catalog::GROUPS_TOPIC {
-            meta.config.follow_defaults(&cat.topic_defaults());
+            meta.config
+                .follow_defaults(&cat.topic_defaults(&self.config));
         }
         meta.config.validate()?;
         match t.assignments.is_empty() {
@@ -507,9 +508,9 @@ impl Shard {
         items: Vec<(String, Vec<ConfigChange>)>,
         validate_only: bool,
     ) -> Vec<Result<(), KafkaError>> {
-        self.change_catalog(items.len(), move |_, cat| {
+        self.change_catalog(items.len(), move |s, cat| {
             let mut changed = false;
-            let defaults = cat.topic_defaults();
+            let defaults = cat.topic_defaults(&s.config);
             let results: Vec<_> = items
                 .into_iter()
                 .map(|(name, ops)| {
@@ -555,7 +556,7 @@ impl Shard {
         items: Vec<(String, Vec<ConfigChange>)>,
         validate_only: bool,
     ) -> Vec<Result<(), KafkaError>> {
-        self.change_catalog(items.len(), move |_, cat| {
+        self.change_catalog(items.len(), move |s, cat| {
             let mut changed = false;
             let known: Vec<String> = cat.nodes.keys().map(|n| n.to_string()).collect();
             let results: Vec<_> = items
@@ -571,7 +572,7 @@ impl Shard {
                     for ConfigChange { name, op, value } in ops {
                         match set_or_delete(&name, op, value)? {
                             Some(v) => {
-                                let v = crate::catalog::check_node_config(&node, &name, &v)?;
+                                let v = crate::catalog::check_node_config(&name, &v)?;
                                 configs.insert(name, v);
                             }
                             // Deleting one never set is no change (the
@@ -581,7 +582,7 @@ impl Shard {
                                     .is_some()
                                     || crate::catalog::NODE_CONFIGS.contains(&name.as_str());
                                 if !known {
-                                    crate::catalog::check_node_config(&node, &name, "0")?;
+                                    crate::catalog::check_node_config(&name, "0")?;
                                 }
                                 configs.remove(&name);
                             }
@@ -594,15 +595,9 @@ impl Shard {
                             false => cat.node_configs.insert(node, configs),
                         };
                         // Every topic follows the defaults it does not
-                        // override, as Kafka's dynamic log configs.
-                        // (The cluster's group log keeps its own: it is
-                        // weir's, as Kafka pins `__consumer_offsets`'.)
-                        let defaults = cat.topic_defaults();
-                        for t in cat.topics.values_mut() {
-                            if t.name != crate::catalog::GROUPS_TOPIC {
-                                t.config.follow_defaults(&defaults);
-                            }
-                        }
+                        // override, as Kafka's dynamic log configs (each
+                        // other node follows its own as it installs this).
+                        cat.follow_topic_defaults(&s.config);
                         changed = true;
                     }
                     Ok(())
@@ -666,6 +661,9 @@ impl Shard {
     /// directories of topics it no longer has. Catalog shard only.
     async fn publish(self: &Rc<Self>, cat: Arc<Catalog>) -> Result<(), KafkaError> {
         assert_eq!(self.id, CATALOG_SHARD);
+        // A cluster's catalog comes from whichever node changed it last:
+        // its topics follow this node's own defaults here.
+        let cat = Catalog::with_topic_defaults(cat, &self.config);
         let old = self.catalog();
         cat.save(&self.config.data_dir)
             .map_err(|e| KafkaError::new(ErrorCode::KafkaStorageError, e))?;

@@ -65,7 +65,7 @@ pub async fn handle(cx: &RequestContext, req: CreateTopicsRequest) -> CreateTopi
                         .with_topic_id(uuid::Uuid::from_bytes(meta.id));
                     if version >= 5 {
                         t.with_configs(Some(
-                            topic_configs(&meta, &shard.catalog().topic_defaults())
+                            topic_configs(&meta, &shard.catalog(), &shard.config)
                                 .map(|(spec, value, source)| {
                                     CreatableTopicConfigs::default()
                                         .with_name(str(spec.name))

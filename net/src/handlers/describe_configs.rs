@@ -5,10 +5,9 @@ use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
-use std::collections::BTreeMap;
 
 use weir_core::catalog::topic_config::{self, Spec, TOPIC_CONFIGS};
-use weir_core::catalog::{Catalog, TopicMeta, NODE_CONFIGS};
+use weir_core::catalog::{Catalog, DefaultFrom, TopicMeta, NODE_CONFIGS};
 use weir_core::shard::Shard;
 use weir_core::ErrorCode;
 
@@ -35,25 +34,35 @@ const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
 
 /// Every config of topic `t` as DescribeConfigs and CreateTopics report
-/// it: its spec, value and source (the topic's own if it set it, even to
-/// the default value, as Kafka; else a cluster-wide default set at run
-/// time, in `defaults` (`Catalog::topic_defaults`); else a default of this
-/// node's own where it differs from Kafka's; else Kafka's default).
-/// Internal configs appear only when set.
+/// it on node `node`: its spec, value and source (the topic's own if it
+/// set it, even to the default value, as Kafka; else where the node's
+/// default comes from, `Catalog::topic_default`). Internal configs appear
+/// only when set.
 pub(super) fn topic_configs<'a>(
     t: &'a TopicMeta,
-    defaults: &'a BTreeMap<String, String>,
+    catalog: &'a Catalog,
+    node: &'a weir_core::NodeConfig,
 ) -> impl Iterator<Item = (&'static Spec, String, i8)> + 'a {
     TOPIC_CONFIGS.iter().filter_map(move |spec| {
         let (value, own) = t.config_value(spec.name)?;
-        let source = match (own, defaults.contains_key(spec.name), spec.node_default) {
-            (true, _, _) => SOURCE_TOPIC,
-            (false, true, _) => SOURCE_DYNAMIC_DEFAULT,
-            (false, false, Some(_)) => SOURCE_STATIC_NODE,
-            (false, false, None) => SOURCE_DEFAULT,
+        let source = match own {
+            true => SOURCE_TOPIC,
+            false => catalog
+                .topic_default(node, spec.name)
+                .map_or(SOURCE_DEFAULT, |(_, from)| source_of(from)),
         };
         Some((spec, value, source))
     })
+}
+
+/// Kafka's ConfigSource of a topic config's default.
+fn source_of(from: DefaultFrom) -> i8 {
+    match from {
+        DefaultFrom::Node => SOURCE_DYNAMIC_NODE,
+        DefaultFrom::Cluster => SOURCE_DYNAMIC_DEFAULT,
+        DefaultFrom::Static => SOURCE_STATIC_NODE,
+        DefaultFrom::Kafka => SOURCE_DEFAULT,
+    }
 }
 
 /// One node config as DescribeConfigs reports it.
@@ -109,15 +118,13 @@ fn node_configs(shard: &Shard, catalog: &Catalog, resource: &str) -> Vec<NodeCon
     }
     for &(topic, name) in topic_config::NODE_SYNONYMS {
         let spec = topic_config::spec(topic).expect("a topic config");
-        let (value, source) = match cluster_wide.and_then(|c| c.get(name)) {
-            Some(v) => (v.clone(), SOURCE_DYNAMIC_DEFAULT),
-            None if spec.node_default.is_some() => (spec.default().to_string(), SOURCE_STATIC_NODE),
-            None => (spec.default().to_string(), SOURCE_DEFAULT),
-        };
+        let (value, from) = catalog
+            .topic_default_on(resource, &shard.config.topic_defaults, topic)
+            .expect("a topic config");
         out.push(NodeConfig {
             name: name.to_string(),
             value,
-            source,
+            source: source_of(from),
             kind: spec.kind.type_code(),
             read_only: false,
         });
@@ -211,7 +218,7 @@ pub async fn handle(cx: &RequestContext, req: DescribeConfigsRequest) -> Describ
             match r.resource_type {
                 RESOURCE_TOPIC => match catalog.topic(&r.resource_name) {
                     Some(t) => out.with_configs(
-                        topic_configs(t, &catalog.topic_defaults())
+                        topic_configs(t, &catalog, &shard.config)
                             .filter(|(spec, _, _)| wanted(spec.name))
                             .map(|(spec, value, source)| {
                                 DescribeConfigsResourceResult::default()

@@ -55,14 +55,6 @@ class NodeConfigsTest extends OneNode {
         admin.createTopics(List.of(new NewTopic("nc-later", 1, (short) 1))).all().get();
         assertEquals("3600000", topicConfig("nc-later", "retention.ms").value(), "a new topic takes the default");
 
-        // One catalog of topics for the whole cluster: a topic default on
-        // one node is refused, saying where it goes.
-        var perNode = new ConfigResource(ConfigResource.Type.BROKER, id);
-        var refused = assertThrows(ExecutionException.class, () -> admin.incrementalAlterConfigs(Map.of(perNode,
-                List.of(new AlterConfigOp(new ConfigEntry("log.retention.ms", "5"), AlterConfigOp.OpType.SET))))
-                .all().get());
-        assertInstanceOf(InvalidConfigurationException.class, refused.getCause());
-        assertTrue(refused.getCause().getMessage().contains("--entity-default"), refused.getCause().getMessage());
         // A bad value is refused as the topic config refuses it.
         var bad = new ConfigResource(ConfigResource.Type.BROKER, "");
         var badValue = assertThrows(ExecutionException.class, () -> admin.incrementalAlterConfigs(Map.of(bad,

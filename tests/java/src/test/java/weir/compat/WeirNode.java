@@ -24,6 +24,8 @@ public final class WeirNode implements AutoCloseable {
     private Process process;
     private final Path dataDir;
     private final List<String> command;
+    /** How many of `command`'s words are the node's fixed ones (before its extra flags). */
+    private final int fixedArgs;
     private final Map<String, String> env;
     private final List<String> log = new ArrayList<>();
     public final int kafkaPort;
@@ -52,6 +54,7 @@ public final class WeirNode implements AutoCloseable {
                 "--kafka", "127.0.0.1:" + kafkaPort,
                 "--addr", "127.0.0.1:" + httpPort,
                 "--cores", Integer.toString(cores)));
+        fixedArgs = command.size();
         command.addAll(List.of(extra));
         this.env = env;
         launch();
@@ -62,6 +65,13 @@ public final class WeirNode implements AutoCloseable {
         process.destroyForcibly();
         process.waitFor(30, TimeUnit.SECONDS);
         launch();
+    }
+
+    /** Kills the node (kill -9) and starts it again on the same data and ports with `extra` as its flags. */
+    public void restartWith(String... extra) throws Exception {
+        command.subList(fixedArgs, command.size()).clear();
+        command.addAll(List.of(extra));
+        restart();
     }
 
     private void launch() throws Exception {
