@@ -8,7 +8,7 @@ import struct
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster import Cluster, Partition
@@ -721,5 +721,54 @@ def test_a_controller_cut_off_from_the_others_loses_nothing_acknowledged(tmp_pat
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
         # Idempotent: none written twice.
         assert len(read) == len(set(read))
+    finally:
+        cluster.stop()
+
+
+def test_each_node_holds_topics_to_its_own_defaults(tmp_path):
+    """A topic's configs are kept once for the cluster, but a default from
+    a node's flags or set on its own BROKER resource is that node's, as in
+    Kafka: each node follows its own in the catalog it installs, so the
+    partitions it leads take records as its defaults say."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    cluster = Cluster(tmp_path)
+    cluster.node(3).extra += ["--default-max-message-bytes", "20000"]
+    cluster.start()
+    try:
+        create_topic(cluster.node(1).bootstrap, "sized", partitions=6)
+        led = leaders(cluster, cluster.node(1), "sized")
+        by_node = {n: min(p for p, leader in led.items() if leader == n) for n in (1, 2, 3)}
+
+        def taken(size):
+            """Per node, whether a record of `size` bytes is taken by the
+            partition it leads (each sent on its own, acks=all)."""
+            out = {}
+            p = Producer({"bootstrap.servers": cluster.node(1).bootstrap, "acks": "all",
+                          "retries": 0, "message.max.bytes": 1 << 20})
+            for n, partition in by_node.items():
+                result = []
+                p.produce("sized", value=b"x" * size, partition=partition,
+                          on_delivery=lambda err, msg: result.append(err))
+                assert p.flush(30) == 0
+                err = result[0]
+                assert err is None or err.code() == KafkaError.MSG_SIZE_TOO_LARGE, err
+                out[n] = err is None
+            return out
+
+        # Node 3's flag holds on its partitions only.
+        assert taken(30_000) == {1: True, 2: True, 3: False}
+        assert taken(15_000) == {1: True, 2: True, 3: True}
+        # Set at run time on node 1's resource: node 1's own default.
+        # Node 1 commits the catalog with its values; nodes 2 and 3 keep
+        # theirs as they install it.
+        admin = AdminClient({"bootstrap.servers": cluster.node(2).bootstrap})
+        res = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+            ConfigEntry("message.max.bytes", "25000", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(15)
+        deadline = time.time() + 30
+        while (seen := taken(30_000)) != {1: False, 2: True, 3: False}:
+            assert time.time() < deadline, f"30,000-byte records taken per node: {seen}"
+            time.sleep(0.05)
+        assert taken(22_000) == {1: True, 2: True, 3: False}
     finally:
         cluster.stop()
