@@ -3,19 +3,28 @@
 //! `retention.ms`, Kafka's `log.retention.ms`), with its variable
 //! (`WEIR_DEFAULT_RETENTION_MS`) and file key (`default_retention_ms`) as
 //! every flag has. Made from `topic_config::NODE_SYNONYMS` rather than
-//! typed out, so each topic config a node can default has its flag, and
-//! each value is checked at start as Kafka checks the config.
+//! typed out, so each topic config a node can default has its flag (all
+//! but `catalog::CLUSTER_ONLY`'s, which no one node sets), and each value
+//! is checked at start as Kafka checks the config.
 
 use std::collections::BTreeMap;
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
 
 use weir_core::catalog::topic_config::{self, NODE_SYNONYMS};
+use weir_core::catalog::CLUSTER_ONLY;
 
 /// The topic defaults the flags set, by topic config name
 /// (`NodeConfig::topic_defaults`).
 #[derive(Debug, Clone, Default)]
 pub struct TopicDefaultFlags(pub BTreeMap<String, String>);
+
+/// The topic configs with a flag, each with Kafka's node config for it.
+fn flagged() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    NODE_SYNONYMS
+        .iter()
+        .filter(|(name, _)| !CLUSTER_ONLY.contains(name))
+}
 
 /// The flag's id (and file key) for topic config `name`.
 fn id(name: &str) -> String {
@@ -25,8 +34,7 @@ fn id(name: &str) -> String {
 impl FromArgMatches for TopicDefaultFlags {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
         Ok(TopicDefaultFlags(
-            NODE_SYNONYMS
-                .iter()
+            flagged()
                 .filter_map(|(name, _)| {
                     let value = matches.get_one::<String>(&id(name))?;
                     Some((name.to_string(), value.clone()))
@@ -43,7 +51,7 @@ impl FromArgMatches for TopicDefaultFlags {
 
 impl Args for TopicDefaultFlags {
     fn augment_args(cmd: Command) -> Command {
-        NODE_SYNONYMS.iter().fold(cmd, |cmd, &(name, node_name)| {
+        flagged().fold(cmd, |cmd, &(name, node_name)| {
             let id = id(name);
             cmd.arg(
                 Arg::new(id.clone())

@@ -19,7 +19,7 @@ pub mod schema;
 mod tests;
 pub mod topic_config;
 mod topic_defaults;
-pub use topic_defaults::DefaultFrom;
+pub use topic_defaults::{DefaultFrom, CLUSTER_ONLY};
 
 /// Kafka's limit on topic name length.
 pub const MAX_TOPIC_NAME_LEN: usize = 249;
@@ -357,12 +357,24 @@ pub const NODE_CONFIGS: [&str; 3] = [
     "replica.alter.log.dirs.io.max.bytes.per.second",
 ];
 
-/// Checks a node config set at run time on a BROKER resource (a node,
-/// or the cluster-wide default) and returns its value as kept: a rate of `NODE_CONFIGS`, or the default of a topic
+/// Checks a node config set at run time on the BROKER resource `node`
+/// (a node id, or empty for the cluster-wide default) and returns its
+/// value as kept: a rate of `NODE_CONFIGS`, or the default of a topic
 /// config under Kafka's node name for it (`topic_config::NODE_SYNONYMS`,
-/// `log.retention.ms` and the like; see `topic_defaults`).
-pub fn check_node_config(name: &str, value: &str) -> Result<String, KafkaError> {
+/// `log.retention.ms` and the like; see `topic_defaults`), which
+/// only the cluster-wide resource takes for those of `CLUSTER_ONLY`.
+pub fn check_node_config(node: &str, name: &str, value: &str) -> Result<String, KafkaError> {
     if let Some(topic_config) = topic_config::of_node_synonym(name) {
+        if !node.is_empty() && CLUSTER_ONLY.contains(&topic_config) {
+            return Err(KafkaError::new(
+                ErrorCode::InvalidConfig,
+                format!(
+                    "{name} decides the quorum's elections, so no one node sets it: set it on \
+                     the default broker resource (kafka-configs.sh --entity-type brokers \
+                     --entity-default) or on the topic, not on node {node}"
+                ),
+            ));
+        }
         return topic_config::check(topic_config, value)
             .map_err(|e| KafkaError::new(e.code, e.message.replace(topic_config, name)));
     }

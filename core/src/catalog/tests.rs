@@ -336,4 +336,18 @@ fn a_topic_default_comes_from_the_node_then_the_cluster_then_the_flags() {
     assert!(cat.follow_topic_defaults(&node));
     assert_eq!(cat.topics["t"].config.retention_ms, 3_600_000);
     assert!(!cat.follow_topic_defaults(&node), "nothing more to follow");
+    // The quorum's elections read unclean.leader.election.enable: no one
+    // node's setting counts, only the cluster-wide one.
+    let unclean = "unclean.leader.election.enable";
+    node.topic_defaults.insert(unclean.into(), "true".into());
+    cat.node_configs
+        .get_mut("3")
+        .unwrap()
+        .insert(unclean.into(), "true".into());
+    assert_eq!(
+        cat.topic_default(&node, unclean).unwrap(),
+        ("false".into(), DefaultFrom::Kafka)
+    );
+    assert!(check_node_config("3", unclean, "true").is_err());
+    assert_eq!(check_node_config("", unclean, "TRUE").unwrap(), "true");
 }

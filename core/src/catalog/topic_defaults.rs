@@ -19,6 +19,11 @@
 //! (`Catalog::with_topic_defaults`), as each Kafka broker builds its
 //! topics' log configs from its own `server.properties` and dynamic
 //! configs. Give every node the same static defaults, as Kafka asks.
+//!
+//! `unclean.leader.election.enable` is the exception (`CLUSTER_ONLY`):
+//! the quorum's elections read it, and they must not depend on which
+//! node changed the catalog last, so only the topic and the cluster-wide
+//! default set it (in KRaft too only the controller's setting counts).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,6 +31,10 @@ use std::sync::Arc;
 use super::topic_config::{self, TopicConfig, NODE_SYNONYMS};
 use super::{Catalog, GROUPS_TOPIC};
 use crate::config::NodeConfig;
+
+/// Topic configs whose default no one node sets: no flag, and refused on
+/// a node's BROKER resource (see above).
+pub const CLUSTER_ONLY: [&str; 1] = ["unclean.leader.election.enable"];
 
 /// Where a topic's default of a config comes from (the list above).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,19 +66,20 @@ impl Catalog {
     ) -> Option<(String, DefaultFrom)> {
         let spec = topic_config::spec(name)?;
         if let Some(node_name) = topic_config::node_synonym(name) {
+            let node_sets = !CLUSTER_ONLY.contains(&name);
             let set_on = |resource: &str| {
                 self.node_configs
                     .get(resource)
                     .and_then(|c| c.get(node_name))
                     .cloned()
             };
-            if let Some(v) = set_on(resource) {
+            if let Some(v) = set_on(resource).filter(|_| node_sets) {
                 return Some((v, DefaultFrom::Node));
             }
             if let Some(v) = set_on("") {
                 return Some((v, DefaultFrom::Cluster));
             }
-            if let Some(v) = statics.get(name) {
+            if let Some(v) = statics.get(name).filter(|_| node_sets) {
                 return Some((v.clone(), DefaultFrom::Static));
             }
         }

@@ -572,7 +572,7 @@ impl Shard {
                     for ConfigChange { name, op, value } in ops {
                         match set_or_delete(&name, op, value)? {
                             Some(v) => {
-                                let v = crate::catalog::check_node_config(&name, &v)?;
+                                let v = crate::catalog::check_node_config(&node, &name, &v)?;
                                 configs.insert(name, v);
                             }
                             // Deleting one never set is no change (the
@@ -582,7 +582,7 @@ impl Shard {
                                     .is_some()
                                     || crate::catalog::NODE_CONFIGS.contains(&name.as_str());
                                 if !known {
-                                    crate::catalog::check_node_config(&name, "0")?;
+                                    crate::catalog::check_node_config(&node, &name, "0")?;
                                 }
                                 configs.remove(&name);
                             }

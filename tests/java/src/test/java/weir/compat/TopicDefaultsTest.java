@@ -15,6 +15,7 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.InvalidConfigurationException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.Test;
@@ -83,6 +84,10 @@ class TopicDefaultsTest {
             assertTopic(admin, "td-follows", "retention.ms", "3600000", ConfigSource.DYNAMIC_BROKER_CONFIG);
             assertEquals(ConfigSource.DYNAMIC_BROKER_CONFIG,
                     config(admin, ConfigResource.Type.BROKER, id, "log.retention.ms").source());
+            // Except the one the quorum's elections read: no one node's.
+            var refused = assertThrows(ExecutionException.class,
+                    () -> alter(admin, id, "unclean.leader.election.enable", "true"));
+            assertInstanceOf(InvalidConfigurationException.class, refused.getCause());
             alter(admin, id, "log.retention.ms", null);
             assertTopic(admin, "td-follows", "retention.ms", "7200000",
                     ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG);
