@@ -117,17 +117,19 @@ def remove_stale_cuts():
 
 class Partition:
     """Cuts nodes apart with nftables: packets between the addresses of
-    `side` and those of every other node are dropped (both ways; with
-    `one_way`, only those leaving `side`; with `loss`, only that share of
-    them, at random; `side` None: between every two nodes), until `heal`.
-    Client traffic (from 127.0.0.1) still reaches every node. The table is
-    the test's own and removed on heal."""
+    `side` and those of every other node (or of `others` only) are dropped
+    (both ways; with `one_way`, only those leaving `side`; with `loss`,
+    only that share of them, at random; `side` None: between every two
+    nodes), until `heal`. Client traffic (from 127.0.0.1) still reaches
+    every node. The table is the test's own and removed on heal."""
 
-    def __init__(self, cluster, side, one_way=False, loss=None):
+    def __init__(self, cluster, side, one_way=False, loss=None, others=None):
         import os
         self.table = f"weir_partition_{os.getpid()}"
         inside = {cluster.hosts[n - 1] for n in side} if side else set(cluster.hosts)
         outside = set(cluster.hosts) - inside if side else inside
+        if others:
+            outside = {cluster.hosts[n - 1] for n in others}
         assert inside and outside and "127.0.0.1" not in inside | outside
         one_way = one_way or not side
         a, b = "{ " + ", ".join(sorted(inside)) + " }", "{ " + ", ".join(sorted(outside)) + " }"

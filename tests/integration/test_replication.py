@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 import rawkafka
 from cluster import Cluster
@@ -921,3 +921,71 @@ def test_a_coordinators_death_moves_its_groups_and_transactions_with_their_state
             seen.add(m.value())
     reader.close()
     assert want <= seen, f"read committed: {sorted(v for v in seen if v.startswith(b'committed'))}"
+
+
+def test_an_unclean_election_waits_for_the_topics_config_and_loses_only_what_it_says(tmp_path):
+    """The partition's follower is cut off from its leader by nftables (it
+    stays in the quorum, live, but falls out of the ISR) while the leader
+    takes more records alone (min.insync.replicas 1); then the leader is
+    killed. With only the follower live, the partition waits without a
+    leader, as Kafka does while `unclean.leader.election.enable` is false;
+    turned on, the follower leads at once, with what it had (the records
+    only the dead leader held are lost, as the config says). The old
+    leader, back, drops what it alone held (its log diverged in an older
+    epoch) and follows."""
+    from cluster import Partition
+    cluster = Cluster(tmp_path, hosts=["127.0.0.31", "127.0.0.32", "127.0.0.33"], session_ms=1500,
+                      extra=["--replica-lag-time-max-ms", "2000"]).start()
+    try:
+        controller = cluster.await_brokers(3)
+        # Leader and follower are the two nodes not the controller, which
+        # with the follower keeps the quorum once the leader is killed.
+        leader, follower = [n for n in (1, 2, 3) if n != controller]
+        third = cluster.node(controller)
+        admin = AdminClient({"bootstrap.servers": third.bootstrap})
+        admin.create_topics([NewTopic("unclean", 1, replica_assignment=[[leader, follower]],
+                                      config={"min.insync.replicas": "1"})])["unclean"].result(30)
+        await_partitions(cluster, "unclean", lambda s: s[0][0] == leader and s[0][2] == sorted([leader, follower]))
+
+        def produce(values):
+            p = Producer({"bootstrap.servers": third.bootstrap, "acks": "all", "message.timeout.ms": 20000})
+            failed = []
+            for v in values:
+                p.produce("unclean", value=v, on_delivery=lambda err, msg: err and failed.append(err))
+            assert p.flush(30) == 0 and failed == [], failed
+        before = [f"before-{i}" for i in range(100)]
+        produce(before)
+        with Partition(cluster, side=[follower], others=[leader]):
+            # Its fetches unanswered, the follower leaves the ISR; the
+            # leader takes records alone, then dies.
+            await_partitions(cluster, "unclean", lambda s: s[0][2] == [leader], among=[third])
+            alone = [f"alone-{i}" for i in range(100)]
+            produce(alone)
+            cluster.node(leader).kill()
+            # Its death known, the follower live: no leader, for the topic
+            # refuses an unclean election.
+            await_partitions(cluster, "unclean", lambda s: s[0][0] == -1, among=[third])
+            assert cluster.live_brokers(third)[0] == sorted([controller, follower])
+            assert partitions(cluster, third, "unclean")[0][:2] == (-1, sorted([leader, follower]))
+
+        res = ConfigResource(ConfigResource.Type.TOPIC, "unclean", incremental_configs=[
+            ConfigEntry("unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(15)
+        await_partitions(cluster, "unclean", lambda s: s[0][0] == follower and s[0][2] == [follower],
+                         among=[third, cluster.node(follower)])
+        read = sorted(m.value().decode() for m in consume_all(third.bootstrap, "unclean", 1))
+        assert read == sorted(before), "the follower leads with what it had, the records it lacked lost"
+        after = [f"after-{i}" for i in range(100)]
+        produce(after)
+
+        # The old leader, back, truncates what only it held and follows;
+        # leading again (the follower killed), it serves the new leader's log.
+        cluster.node(leader).start()
+        await_partitions(cluster, "unclean", lambda s: s[0][2] == sorted([leader, follower]),
+                         among=[third])
+        cluster.node(follower).kill()
+        await_partitions(cluster, "unclean", lambda s: s[0][0] == leader, among=[third])
+        read = [m.value().decode() for m in consume_all(third.bootstrap, "unclean", 1)]
+        assert read == before + after
+    finally:
+        cluster.stop()
