@@ -72,9 +72,10 @@ pub fn apply(file: &std::path::Path, serve: &Command) -> Result<BTreeSet<String>
             toml::Value::String(s) => s,
             toml::Value::Integer(n) => n.to_string(),
             toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Float(f) => f.to_string(),
             other => {
                 return Err(format!(
-                    "config file {}: {key} must be a string, an integer or a boolean, not {}",
+                    "config file {}: {key} must be a string, a number or a boolean, not {}",
                     file.display(),
                     other.type_str()
                 ))

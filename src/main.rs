@@ -502,6 +502,7 @@ fn config(args: ServeArgs) -> Result<NodeConfig, String> {
     cfg.flushes_in_flight = args.flushes_in_flight.max(1);
     cfg.auto_create_topics = args.auto_create_topics;
     cfg.default_partitions = args.default_partitions.max(1);
+    weir_core::catalog::check_static_defaults(&args.topic_defaults.0)?;
     cfg.topic_defaults = args.topic_defaults.0.clone();
     cfg.max_request_bytes = args.max_request_bytes;
     cfg.fetch_max_bytes = args.fetch_max_bytes.max(1);

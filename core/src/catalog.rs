@@ -19,7 +19,7 @@ pub mod schema;
 mod tests;
 pub mod topic_config;
 mod topic_defaults;
-pub use topic_defaults::{DefaultFrom, CLUSTER_ONLY};
+pub use topic_defaults::{check_static_defaults, DefaultFrom, CLUSTER_ONLY};
 
 /// Kafka's limit on topic name length.
 pub const MAX_TOPIC_NAME_LEN: usize = 249;

@@ -737,6 +737,8 @@ def test_each_node_holds_topics_to_its_own_defaults(tmp_path):
     try:
         create_topic(cluster.node(1).bootstrap, "sized", partitions=6)
         led = leaders(cluster, cluster.node(1), "sized")
+        for n in cluster.nodes:
+            await_leaders(cluster, n, "sized", led)
         by_node = {n: min(p for p, leader in led.items() if leader == n) for n in (1, 2, 3)}
 
         def taken(size):
@@ -744,7 +746,7 @@ def test_each_node_holds_topics_to_its_own_defaults(tmp_path):
             partition it leads (each sent on its own, acks=all)."""
             out = {}
             p = Producer({"bootstrap.servers": cluster.node(1).bootstrap, "acks": "all",
-                          "retries": 0, "message.max.bytes": 1 << 20})
+                          "message.max.bytes": 1 << 20})
             for n, partition in by_node.items():
                 result = []
                 p.produce("sized", value=b"x" * size, partition=partition,

@@ -350,4 +350,15 @@ fn a_topic_default_comes_from_the_node_then_the_cluster_then_the_flags() {
     );
     assert!(check_node_config("3", unclean, "true").is_err());
     assert_eq!(check_node_config("", unclean, "TRUE").unwrap(), "true");
+    // Flags that no topic could follow together stop the start.
+    let statics = std::collections::BTreeMap::from([
+        ("min.compaction.lag.ms".to_string(), "10000".to_string()),
+        ("max.compaction.lag.ms".to_string(), "5000".to_string()),
+    ]);
+    let why = check_static_defaults(&statics).unwrap_err();
+    assert!(
+        why.contains("the topic defaults given to the node"),
+        "{why}"
+    );
+    assert!(check_static_defaults(&node.topic_defaults).is_ok());
 }

@@ -157,9 +157,9 @@ pub const THROTTLE_CONFIGS: [&str; 2] = [
 ];
 
 /// Kafka's node config for each topic config's default (its
-/// `ServerTopicConfigSynonyms`): set at run time on the cluster-wide
-/// BROKER resource, it is the default of every topic that does not set
-/// its own.
+/// `ServerTopicConfigSynonyms`): set at run time on a BROKER resource, or
+/// by the node's flag for it, it is the default of every topic that does
+/// not set its own (`catalog::topic_defaults` ranks the sources).
 pub const NODE_SYNONYMS: &[(&str, &str)] = &[
     ("cleanup.policy", "log.cleanup.policy"),
     ("compression.gzip.level", "compression.gzip.level"),
@@ -598,8 +598,8 @@ impl TopicConfig {
     }
 
     /// Gives every config the topic does not set itself its default:
-    /// `defaults`' value (the cluster-wide defaults set at run time, by
-    /// topic config name, `Catalog::topic_defaults`), else the spec's.
+    /// `defaults`' value (the node's, by topic config name,
+    /// `Catalog::topic_defaults`), else the spec's.
     pub fn follow_defaults(&mut self, defaults: &BTreeMap<String, String>) {
         self.settle_explicit();
         for spec in TOPIC_CONFIGS {

@@ -106,24 +106,21 @@ impl Catalog {
     pub fn follow_topic_defaults(&mut self, node: &NodeConfig) -> bool {
         let changed = self.refollowed(node);
         let any = !changed.is_empty();
-        for (name, config) in changed {
-            if let Some(t) = self.topics.get_mut(&name) {
-                t.config = config;
-            }
-        }
+        self.apply(changed);
         any
     }
 
     /// `catalog` with every topic following node `node`'s defaults: the
     /// same snapshot where none changes, so a node installing the
     /// catalog its quorum applied copies it only where its own defaults
-    /// differ from those of the node that changed it.
+    /// differ from those of the node that changed it last.
     pub fn with_topic_defaults(catalog: Arc<Catalog>, node: &NodeConfig) -> Arc<Catalog> {
-        if catalog.refollowed(node).is_empty() {
+        let changed = catalog.refollowed(node);
+        if changed.is_empty() {
             return catalog;
         }
         let mut own = (*catalog).clone();
-        own.follow_topic_defaults(node);
+        own.apply(changed);
         Arc::new(own)
     }
 
@@ -141,4 +138,24 @@ impl Catalog {
             })
             .collect()
     }
+
+    fn apply(&mut self, changed: Vec<(String, TopicConfig)>) {
+        for (name, config) in changed {
+            if let Some(t) = self.topics.get_mut(&name) {
+                t.config = config;
+            }
+        }
+    }
+}
+
+/// Checks the node's own topic defaults (its flags) together, as a topic
+/// following them would be checked (`min.compaction.lag.ms` not above
+/// `max.compaction.lag.ms`, …): a node whose defaults no topic could
+/// follow does not start.
+pub fn check_static_defaults(statics: &BTreeMap<String, String>) -> Result<(), String> {
+    let mut config = TopicConfig::default();
+    config.follow_defaults(statics);
+    config
+        .validate()
+        .map_err(|e| format!("the topic defaults given to the node: {}", e.message))
 }

@@ -533,7 +533,9 @@ impl Shard {
                             None => changed_topic.reset_config(&key)?,
                         }
                     }
-                    changed_topic.config.follow_defaults(&defaults);
+                    if changed_topic.name != crate::catalog::GROUPS_TOPIC {
+                        changed_topic.config.follow_defaults(&defaults);
+                    }
                     changed_topic.config.validate()?;
                     if !validate_only && changed_topic != *t {
                         *t = changed_topic;
@@ -569,7 +571,18 @@ impl Shard {
                         ));
                     }
                     let mut configs = cat.node_configs.get(&node).cloned().unwrap_or_default();
+                    // A single node's own id is its one resource that a
+                    // topic default follows (its shards' broker ids under
+                    // --shard-ports are not nodes).
+                    let me = s.config.node_id.to_string();
+                    let follows = node.is_empty() || !cat.nodes.is_empty() || node == me;
                     for ConfigChange { name, op, value } in ops {
+                        if !follows && crate::catalog::topic_config::of_node_synonym(&name).is_some() {
+                            return Err(KafkaError::new(
+                                ErrorCode::InvalidRequest,
+                                format!("broker {node:?} is not this node (node {me}): set {name} there"),
+                            ));
+                        }
                         match set_or_delete(&name, op, value)? {
                             Some(v) => {
                                 let v = crate::catalog::check_node_config(&node, &name, &v)?;

@@ -7,7 +7,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use weir_core::catalog::topic_config::{self, Spec, TOPIC_CONFIGS};
-use weir_core::catalog::{Catalog, DefaultFrom, TopicMeta, NODE_CONFIGS};
+use weir_core::catalog::{Catalog, DefaultFrom, TopicMeta, GROUPS_TOPIC, NODE_CONFIGS};
 use weir_core::shard::Shard;
 use weir_core::ErrorCode;
 
@@ -36,8 +36,8 @@ const TYPE_LONG: i8 = 5;
 /// Every config of topic `t` as DescribeConfigs and CreateTopics report
 /// it on node `node`: its spec, value and source (the topic's own if it
 /// set it, even to the default value, as Kafka; else where the node's
-/// default comes from, `Catalog::topic_default`). Internal configs appear
-/// only when set.
+/// default comes from, `Catalog::topic_default`; the group log's, weir's
+/// or Kafka's). Internal configs appear only when set.
 pub(super) fn topic_configs<'a>(
     t: &'a TopicMeta,
     catalog: &'a Catalog,
@@ -47,6 +47,11 @@ pub(super) fn topic_configs<'a>(
         let (value, own) = t.config_value(spec.name)?;
         let source = match own {
             true => SOURCE_TOPIC,
+            // The group log follows no node's defaults (weir's own configs).
+            false if t.name == GROUPS_TOPIC => match spec.node_default {
+                Some(_) => SOURCE_STATIC_NODE,
+                None => SOURCE_DEFAULT,
+            },
             false => catalog
                 .topic_default(node, spec.name)
                 .map_or(SOURCE_DEFAULT, |(_, from)| source_of(from)),
@@ -78,7 +83,9 @@ struct NodeConfig {
 /// empty name): the values set on it at run time. A node: the rates set
 /// at run time (its own, else the cluster-wide ones); every topic
 /// config's default under Kafka's node name for it (`log.retention.ms`,
-/// …: set at run time on the default resource, else the node's default);
+/// …, from where `Catalog::topic_default_on` finds it: the node's own
+/// run-time setting, the cluster-wide one, this node's flags, the
+/// default);
 /// and the node's own settings under Kafka's names where one exists
 /// (read-only: its flags, environment or file set them at start).
 fn node_configs(shard: &Shard, catalog: &Catalog, resource: &str) -> Vec<NodeConfig> {
