@@ -1,7 +1,7 @@
 //! A node's life in the cluster: the first voter makes the quorum and
 //! seeds it with its catalog; a node that is not a voter joins as a
-//! learner; every node registers where it is at each start and heartbeats
-//! to the controller, which fences a node silent past its session timeout
+//! learner; every node registers where it is at each start and, once it
+//! has applied that registration, heartbeats to the controller, which fences a node silent past its session timeout
 //! (Metadata stops naming it) and lifts the fence when it is heard again.
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::BasicNode;
 
 use super::peer::{Call, Link, Refusal, Reply};
-use super::types::Command;
+use super::types::{Applied, Command};
 use super::Inner;
 use crate::catalog::{Catalog, ClusterNode};
 
@@ -97,12 +97,23 @@ pub(super) async fn run(inner: Arc<Inner>, me: ClusterNode, local: Arc<Catalog>)
             join(&inner, addr).await;
         }
     }
-    tokio::spawn(propose_until_done(
-        inner.clone(),
-        Command::Register(me),
-        "registering this node",
-    ));
-    tokio::spawn(heartbeats(inner.clone()));
+    // As KRaft's broker, heard (and so unfenced) only once this node has
+    // applied its own registration: a node back from a stop never counts
+    // as live while it still acts on the catalog it had (leading
+    // partitions that moved on meanwhile, naming them so in Metadata).
+    let registering = inner.clone();
+    tokio::spawn(async move {
+        let registered = propose_until_done(
+            registering.clone(),
+            Command::Register(me),
+            "registering this node",
+        )
+        .await;
+        if let Applied::Version(version) = registered {
+            registering.applied(version).await;
+        }
+        heartbeats(registering).await
+    });
     if let Some(every) = inner.config.leader_balance_interval {
         tokio::spawn(balancing(inner.clone(), every));
     }
@@ -136,10 +147,10 @@ async fn start_quorum(inner: &Inner) {
     }
 }
 
-async fn propose_until_done(inner: Arc<Inner>, cmd: Command, what: &'static str) {
+async fn propose_until_done(inner: Arc<Inner>, cmd: Command, what: &'static str) -> Applied {
     loop {
         match inner.propose(cmd.clone()).await {
-            Ok(_) => return,
+            Ok(applied) => return applied,
             Err(e) => {
                 log::warn!("{what}: {e}; trying again");
                 tokio::time::sleep(Duration::from_millis(500)).await;

@@ -229,15 +229,7 @@ impl Control {
     /// Waits until this node's quorum has applied catalog `version` (or
     /// a newer one); false if the control plane stopped first.
     pub async fn applied(&self, version: u64) -> bool {
-        let mut catalogs = self.catalogs();
-        loop {
-            if catalogs.borrow_and_update().version >= version {
-                return true;
-            }
-            if catalogs.changed().await.is_err() {
-                return false;
-            }
-        }
+        self.inner.applied(version).await
     }
 
     /// The quorum as the controller sees it (asked of it if it is
@@ -316,6 +308,20 @@ impl Control {
 impl Inner {
     /// Writes `cmd` through this node if it leads, else through the
     /// leader; then waits until this node has applied it.
+    /// Waits until this node's quorum has applied catalog `version` (or
+    /// a newer one); false if the control plane stopped first.
+    async fn applied(&self, version: u64) -> bool {
+        let mut catalogs = self.catalogs.clone();
+        loop {
+            if catalogs.borrow_and_update().version >= version {
+                return true;
+            }
+            if catalogs.changed().await.is_err() {
+                return false;
+            }
+        }
+    }
+
     async fn propose(&self, cmd: Command) -> Result<Applied, KafkaError> {
         let began = Instant::now();
         let mut last_why = String::from("no controller is elected");
