@@ -245,6 +245,11 @@ pub struct Catalog {
     /// node catalog seeded the cluster (its groups' offsets are there).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub group_nodes: Vec<i32>,
+    /// The topic defaults (`topic_defaults`) the topics' configs follow:
+    /// those of the node that last made them follow its own. `None`: not
+    /// known (a catalog written before this was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub followed_defaults: Option<BTreeMap<String, String>>,
 }
 
 /// Group slots of a cluster (Kafka's `offsets.topic.num.partitions`).

@@ -333,9 +333,20 @@ fn a_topic_default_comes_from_the_node_then_the_cluster_then_the_flags() {
     assert_eq!(default(&cat), ("7200000".into(), DefaultFrom::Cluster));
     set(&mut cat, "3", "3600000");
     assert_eq!(default(&cat), ("3600000".into(), DefaultFrom::Node));
-    assert!(cat.follow_topic_defaults(&node));
-    assert_eq!(cat.topics["t"].config.retention_ms, 3_600_000);
-    assert!(!cat.follow_topic_defaults(&node), "nothing more to follow");
+    // Node 4's catalog, as the quorum carries it after node 4 changed it:
+    // node 3 installs its own copy, following its own defaults.
+    let mut node4 = node.clone();
+    node4.node_id = 4;
+    node4.topic_defaults.clear();
+    let mut from4 = cat.clone();
+    from4.follow_topic_defaults(&node4);
+    assert_eq!(from4.topics["t"].config.retention_ms, 1000);
+    let mine = Catalog::with_topic_defaults(Arc::new(from4), &node);
+    assert_eq!(mine.topics["t"].config.retention_ms, 3_600_000);
+    assert!(Arc::ptr_eq(
+        &mine,
+        &Catalog::with_topic_defaults(mine.clone(), &node)
+    ));
     // The quorum's elections read unclean.leader.election.enable: no one
     // node's setting counts, only the cluster-wide one.
     let unclean = "unclean.leader.election.enable";

@@ -101,50 +101,28 @@ impl Catalog {
 
     /// Makes every topic (but the group log, which keeps weir's own
     /// configs as Kafka pins `__consumer_offsets`') follow the defaults of
-    /// node `node` in the configs it does not set itself. Whether any
-    /// changed.
-    pub fn follow_topic_defaults(&mut self, node: &NodeConfig) -> bool {
-        let changed = self.refollowed(node);
-        let any = !changed.is_empty();
-        self.apply(changed);
-        any
+    /// node `node` in the configs it does not set itself.
+    pub fn follow_topic_defaults(&mut self, node: &NodeConfig) {
+        let defaults = self.topic_defaults(node);
+        for t in self.topics.values_mut() {
+            if t.name != GROUPS_TOPIC {
+                t.config.follow_defaults(&defaults);
+            }
+        }
+        self.followed_defaults = Some(defaults);
     }
 
     /// `catalog` with every topic following node `node`'s defaults: the
-    /// same snapshot where none changes, so a node installing the
-    /// catalog its quorum applied copies it only where its own defaults
-    /// differ from those of the node that changed it last.
+    /// same snapshot where it follows them already, so a node installing
+    /// the catalog its quorum applied copies and walks it only where its
+    /// own defaults differ from those of the node that changed it last.
     pub fn with_topic_defaults(catalog: Arc<Catalog>, node: &NodeConfig) -> Arc<Catalog> {
-        let changed = catalog.refollowed(node);
-        if changed.is_empty() {
+        if catalog.followed_defaults.as_ref() == Some(&catalog.topic_defaults(node)) {
             return catalog;
         }
         let mut own = (*catalog).clone();
-        own.apply(changed);
+        own.follow_topic_defaults(node);
         Arc::new(own)
-    }
-
-    /// The topics whose configs change by following node `node`'s
-    /// defaults, each with its config after.
-    fn refollowed(&self, node: &NodeConfig) -> Vec<(String, TopicConfig)> {
-        let defaults = self.topic_defaults(node);
-        self.topics
-            .values()
-            .filter(|t| t.name != GROUPS_TOPIC)
-            .filter_map(|t| {
-                let mut config = t.config.clone();
-                config.follow_defaults(&defaults);
-                (config != t.config).then(|| (t.name.clone(), config))
-            })
-            .collect()
-    }
-
-    fn apply(&mut self, changed: Vec<(String, TopicConfig)>) {
-        for (name, config) in changed {
-            if let Some(t) = self.topics.get_mut(&name) {
-                t.config = config;
-            }
-        }
     }
 }
 

@@ -1,8 +1,9 @@
 //! A node's life in the cluster: the first voter makes the quorum and
 //! seeds it with its catalog; a node that is not a voter joins as a
 //! learner; every node registers where it is at each start and, once it
-//! has applied that registration, heartbeats to the controller, which fences a node silent past its session timeout
-//! (Metadata stops naming it) and lifts the fence when it is heard again.
+//! has applied that registration, heartbeats to the controller, which
+//! fences a node silent past its session timeout (Metadata stops naming
+//! it) and lifts the fence when it is heard again.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

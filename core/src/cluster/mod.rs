@@ -306,8 +306,6 @@ impl Control {
 }
 
 impl Inner {
-    /// Writes `cmd` through this node if it leads, else through the
-    /// leader; then waits until this node has applied it.
     /// Waits until this node's quorum has applied catalog `version` (or
     /// a newer one); false if the control plane stopped first.
     async fn applied(&self, version: u64) -> bool {
@@ -322,6 +320,8 @@ impl Inner {
         }
     }
 
+    /// Writes `cmd` through this node if it leads, else through the
+    /// leader; then waits until this node has applied it.
     async fn propose(&self, cmd: Command) -> Result<Applied, KafkaError> {
         let began = Instant::now();
         let mut last_why = String::from("no controller is elected");

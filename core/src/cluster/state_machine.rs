@@ -137,6 +137,7 @@ pub(crate) fn apply(cat: &Catalog, cmd: Command) -> (Applied, Option<Catalog>) {
             next.group_nodes = catalog.group_nodes;
             next.node_configs = catalog.node_configs;
             next.quotas = catalog.quotas;
+            next.followed_defaults = catalog.followed_defaults;
             // A topic now allowing unclean elections (its own config, or
             // the cluster-wide default it follows): its partitions left
             // without a leader get one at once, as Kafka's controller does.

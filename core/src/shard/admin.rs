@@ -577,10 +577,15 @@ impl Shard {
                     let me = s.config.node_id.to_string();
                     let follows = node.is_empty() || !cat.nodes.is_empty() || node == me;
                     for ConfigChange { name, op, value } in ops {
-                        if !follows && crate::catalog::topic_config::of_node_synonym(&name).is_some() {
+                        if !follows
+                            && crate::catalog::topic_config::of_node_synonym(&name).is_some()
+                        {
                             return Err(KafkaError::new(
                                 ErrorCode::InvalidRequest,
-                                format!("broker {node:?} is not this node (node {me}): set {name} there"),
+                                format!(
+                                    "broker {node:?} is not this node: set {name} on broker \
+                                     {me}, or on the default resource"
+                                ),
                             ));
                         }
                         match set_or_delete(&name, op, value)? {
