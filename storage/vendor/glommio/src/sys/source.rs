@@ -318,6 +318,7 @@ impl Source {
 impl Drop for Source {
     fn drop(&mut self) {
         let mut inner = self.inner.borrow_mut();
+        let is_timeout = matches!(inner.source_type, SourceType::Timeout(..));
         let enqueued = inner.enqueued.as_mut();
         if let Some(EnqueuedSource { id, queue, status }) = enqueued {
             match status {
@@ -336,7 +337,16 @@ impl Drop for Source {
                     // now, so we delay `consume_source` until we consume the
                     // corresponding event from the completion queue.
 
-                    queue.borrow_mut().cancel_request(*id);
+                    // WEIR PATCH: a timeout is removed with
+                    // IORING_OP_TIMEOUT_REMOVE, which looks in the ring's
+                    // timeout list only; IORING_OP_ASYNC_CANCEL first walks
+                    // the io-wq workers' queues and the poll table under
+                    // their locks. The reactor drops a preemption timer on
+                    // every pass (`Reactor::wait`).
+                    match is_timeout {
+                        true => queue.borrow_mut().remove_timeout(*id),
+                        false => queue.borrow_mut().cancel_request(*id),
+                    }
                     *status = EnqueuedStatus::Canceled; // not necessary, but useful for correctness
                 }
                 EnqueuedStatus::Canceled => unreachable!(),
