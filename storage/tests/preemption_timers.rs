@@ -1,16 +1,15 @@
-//! A reactor's preemption timers, as weir's glommio patch arms them
-//! (`storage/vendor/glommio/WEIR-PATCH.md`): the latency timer is removed
-//! with IORING_OP_TIMEOUT_REMOVE on every pass instead of an async cancel,
-//! and the throughput timer stays armed until it fires instead of being
-//! replaced on every pass.
+//! A reactor's preemption timers, as weir's glommio patch removes them
+//! (`storage/vendor/glommio/WEIR-PATCH.md`): every pass removes both
+//! timers it armed before, with IORING_OP_TIMEOUT_REMOVE instead of an
+//! async cancel, and arms them again.
 //!
 //! One executor runs three task queues: one that spins and yields only when
 //! glommio asks it to (`yield_if_needed`), one that sleeps on a timer over
 //! and over, and one that reads a file with direct I/O over and over. The
 //! sleeper and the reader get the CPU only when the spinner is preempted,
 //! and the sleeper wakes only when a timer armed by a pass fires: a timer
-//! removed by mistake, or one left armed that never fires, stops them for
-//! good, and a watchdog thread fails the test when neither moves for 5 s.
+//! that is not removed, or not armed again, stops them for good, and a
+//! watchdog thread fails the test when neither moves for 5 s.
 //! Bounded by a count and a time (whichever ends first).
 
 use std::cell::Cell;

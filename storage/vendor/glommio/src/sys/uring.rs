@@ -1849,26 +1849,12 @@ impl Reactor {
 
         // Schedule the throughput-based timeout immediately: it won't matter if we end
         // up sleeping.
-        //
-        // WEIR PATCH: only when the one armed before has fired. Upstream
-        // replaced it on every pass, so each pass cost a timeout, its
-        // linked eventfd write and the cancellation of both (under a Java
-        // producer, ~12,000 of each a second on one node). Left armed, it
-        // counts completions from when it was armed rather than from this
-        // pass, so it may preempt a little early: it is a hint that
-        // completions are piling up, and no pass depends on it firing.
-        let armed = self.throughput_preemption_timeout_src.take();
-        let pending = armed.as_ref().is_some_and(|src| src.result().is_none());
-        self.throughput_preemption_timeout_src.set(match pending {
-            true => armed,
-            false => {
-                drop(armed);
-                Some(main_ring.prepare_throughput_preemption_timer(
-                    self.ring_depth() as u32,
-                    self.eventfd_src.raw(),
-                ))
-            }
-        });
+        self.throughput_preemption_timeout_src.replace(Some(
+            main_ring.prepare_throughput_preemption_timer(
+                self.ring_depth() as u32,
+                self.eventfd_src.raw(),
+            ),
+        ));
 
         // This will only dispatch if we run out of sqes. Which means until
         // flush_rings! nothing is really send to the kernel...
