@@ -12,6 +12,8 @@
 //! watchdog thread fails the test when neither moves for 5 s.
 //! Bounded by a count and a time (whichever ends first).
 
+mod common;
+
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -117,22 +119,7 @@ fn a_spinning_task_queue_is_preempted_for_timers_and_io() {
             .unwrap()
     };
 
-    let watchdog = {
-        let (progress, done) = (progress.clone(), done.clone());
-        std::thread::spawn(move || {
-            let (mut last, mut since) = (0, Instant::now());
-            while !done.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(50));
-                let now = progress.load(Ordering::Acquire);
-                if now != last {
-                    (last, since) = (now, Instant::now());
-                } else if since.elapsed() > STALL {
-                    eprintln!("no sleep or read ended for {STALL:?} after {now}: a timer was lost");
-                    std::process::exit(1);
-                }
-            }
-        })
-    };
+    let watchdog = common::watchdog(&progress, &done, STALL, "sleep or read", "a timer was lost");
 
     let (slept, read, spins) = run.join().expect("the executor ran");
     done.store(true, Ordering::Release);

@@ -12,6 +12,8 @@
 //! a watchdog thread fails the test when the count stops moving for 5 s.
 //! Bounded by a count and a time (whichever ends first).
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,22 +63,7 @@ fn a_message_to_a_reactor_falling_asleep_always_wakes_it() {
             .unwrap()
     };
 
-    let watchdog = {
-        let (progress, done) = (progress.clone(), done.clone());
-        std::thread::spawn(move || {
-            let (mut last, mut since) = (0, Instant::now());
-            while !done.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(50));
-                let now = progress.load(Ordering::Acquire);
-                if now != last {
-                    (last, since) = (now, Instant::now());
-                } else if since.elapsed() > STALL {
-                    eprintln!("no round trip for {STALL:?} after {now}: a wake-up was lost");
-                    std::process::exit(1);
-                }
-            }
-        })
-    };
+    let watchdog = common::watchdog(&progress, &done, STALL, "round trip", "a wake-up was lost");
 
     let trips = pinger.join().unwrap();
     echo.join().unwrap();
