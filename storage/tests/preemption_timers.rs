@@ -7,9 +7,10 @@
 //! glommio asks it to (`yield_if_needed`), one that sleeps on a timer over
 //! and over, and one that reads a file with direct I/O over and over. The
 //! sleeper and the reader get the CPU only when the spinner is preempted,
-//! and the sleeper wakes only when a timer armed by a pass fires: a timer
-//! that is not removed, or not armed again, stops them for good, and a
-//! watchdog thread fails the test when neither moves for 5 s.
+//! and the sleeper wakes only when a timer armed by a pass fires: a
+//! removal that takes the wrong timer, or a pass that does not arm one
+//! again, stops them for good, and a watchdog thread fails the test when
+//! neither moves for 5 s.
 //! Bounded by a count and a time (whichever ends first).
 
 mod common;
