@@ -274,26 +274,26 @@ def test_kill_during_compaction_loses_nothing(tmp_path):
                 i += 1
                 if i % 50 == 0:
                     p.p.poll(0.01)
-        t = threading.Thread(target=produce)
         if reached_at_start:
             # Nothing to produce to: the node stopped while it opened.
             assert node.proc.wait(30) != 0, f"{point} was reached but the node went on"
-        elif point:
+        else:
+            t = threading.Thread(target=produce)
             t.start()
-            # The node aborts itself at the point.
-            try:
-                node.proc.wait(60)
-            finally:
+            if point:
+                # The node aborts itself at the point.
+                try:
+                    node.proc.wait(60)
+                finally:
+                    stop.set()
+                    t.join()
+                assert node.proc.returncode != 0, f"{point} was never reached"
+                assert any(point in line for line in node.log), "".join(node.log[-20:])
+            else:
+                time.sleep(rnd.uniform(0.3, 2.0))  # the random moment of the kill
+                node.kill()
                 stop.set()
                 t.join()
-            assert node.proc.returncode != 0, f"{point} was never reached"
-            assert any(point in line for line in node.log), "".join(node.log[-20:])
-        else:
-            t.start()
-            time.sleep(rnd.uniform(0.3, 2.0))  # the random moment of the kill
-            node.kill()
-            stop.set()
-            t.join()
         node = Node(data, extra=FAST)
         node.kafka_port, node.http_port = ports
         node.start()
