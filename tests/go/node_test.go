@@ -14,10 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -80,16 +82,44 @@ func weirBin() (string, error) {
 	return abs, nil
 }
 
-// freePort asks the kernel for a port nobody listens on. Another process may
-// take it before weir binds it; startNode then tries again with new ports.
+// freePort finds a port free on 127.0.0.1 for a node to listen on. It is
+// drawn below the kernel's range for the ports of outgoing connections: a
+// port from that range (what binding to port 0 answers) can be taken
+// meanwhile by a connection leaving from the same address, such as a
+// cluster node's own calls to the others, and the node could not listen
+// there. No port is handed out twice in one test run, so the ports of one
+// cluster never meet.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	firstOutgoing := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 11000 {
+				firstOutgoing = v
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for tries := 0; tries < 1000; tries++ {
+		port := 10000 + mrand.Intn(firstOutgoing-10000)
+		if portsGiven[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsGiven[port] = true
+		return port, nil
+	}
+	return 0, errors.New("no free port found below the outgoing range in 1000 tries")
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 func startNode() (*node, error) {
 	bin, err := weirBin()

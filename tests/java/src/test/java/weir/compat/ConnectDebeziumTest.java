@@ -73,7 +73,7 @@ class ConnectDebeziumTest {
         sql("CREATE TABLE customers (id BIGINT PRIMARY KEY, name VARCHAR, email VARCHAR)"
                 + " WITH (partitions = 4)");
 
-        int rest = freePort();
+        int rest = WeirNode.freePort();
         Map<String, String> worker = new HashMap<>();
         worker.put("bootstrap.servers", node.bootstrap());
         worker.put("group.id", "weir-connect");
@@ -227,12 +227,6 @@ class ConnectDebeziumTest {
         return r.body();
     }
 
-    static int freePort() throws java.io.IOException {
-        try (var s = new java.net.ServerSocket(0)) {
-            return s.getLocalPort();
-        }
-    }
-
     /**
      * A private PostgreSQL cluster with logical decoding, run as the
      * `postgres` user (the server refuses root) from Debian's packages.
@@ -256,7 +250,7 @@ class ConnectDebeziumTest {
             String bin = versions[0].toPath().resolve("bin").toString();
             Path dir = Files.createTempDirectory("weir-pg-");
             run("chown", "postgres:postgres", dir.toString());
-            Postgres pg = new Postgres(dir, freePort(), bin);
+            Postgres pg = new Postgres(dir, WeirNode.freePort(), bin);
             pg.asPostgres(bin + "/initdb", "-D", dir + "/data", "-U", "postgres", "--auth=trust");
             pg.asPostgres(bin + "/pg_ctl", "-D", dir + "/data", "-l", dir + "/log", "-w", "-o",
                     "-p " + pg.port + " -k " + dir + " -c listen_addresses=127.0.0.1"

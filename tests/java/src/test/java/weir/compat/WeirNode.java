@@ -150,9 +150,40 @@ public final class WeirNode implements AutoCloseable {
         return dir.toString();
     }
 
-    static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0)) {
-            return s.getLocalPort();
+    private static final java.util.Set<Integer> PORTS_GIVEN = new java.util.HashSet<>();
+    private static final java.util.Random PORTS = new java.util.Random();
+
+    /**
+     * A port free on 127.0.0.1 for a node (or a worker, or PostgreSQL) to
+     * listen on, drawn below the kernel's range for the ports of outgoing
+     * connections: a port from that range (what binding to port 0 answers)
+     * can be taken meanwhile by a connection leaving from the same address,
+     * such as a cluster node's own calls to the others, and the node could
+     * not listen there. No port is handed out twice in one run, so the
+     * ports of one cluster never meet.
+     */
+    static synchronized int freePort() throws IOException {
+        int firstOutgoing = 32768;
+        try {
+            String[] range = Files.readString(Paths.get("/proc/sys/net/ipv4/ip_local_port_range"))
+                    .trim().split("\\s+");
+            firstOutgoing = Math.max(11000, Integer.parseInt(range[0]));
+        } catch (IOException | RuntimeException e) {
+            // Keep Linux's default.
         }
+        for (int tries = 0; tries < 1000; tries++) {
+            int port = 10000 + PORTS.nextInt(firstOutgoing - 10000);
+            if (PORTS_GIVEN.contains(port)) {
+                continue;
+            }
+            try (ServerSocket s = new ServerSocket()) {
+                s.bind(new java.net.InetSocketAddress("127.0.0.1", port));
+            } catch (IOException taken) {
+                continue;
+            }
+            PORTS_GIVEN.add(port);
+            return port;
+        }
+        throw new IOException("no free port found below the outgoing range in 1000 tries");
     }
 }
