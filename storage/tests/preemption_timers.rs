@@ -34,6 +34,9 @@ const STALL: Duration = Duration::from_secs(5);
 fn a_spinning_task_queue_is_preempted_for_timers_and_io() {
     let path = std::env::temp_dir().join(format!("weir-preemption-{}", std::process::id()));
     std::fs::write(&path, vec![7u8; 64 * 1024]).expect("the file to read");
+    // Removed however the test ends, a failed assertion included (not
+    // when the watchdog ends the process).
+    let _file = RemovedOnDrop(path.clone());
     let progress = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicBool::new(false));
 
@@ -124,7 +127,6 @@ fn a_spinning_task_queue_is_preempted_for_timers_and_io() {
 
     let (slept, read, spins) = run.join().expect("the executor ran");
     done.store(true, Ordering::Release);
-    let _ = std::fs::remove_file(&path);
     watchdog.join().expect("the watchdog");
     assert!(spins > 0, "the spinner never ran");
     assert!(
@@ -138,4 +140,13 @@ fn a_spinning_task_queue_is_preempted_for_timers_and_io() {
         (SLEEPS, READS),
         "sleeps and reads done within {BUDGET:?}"
     );
+}
+
+/// A file removed when the test lets go of it.
+struct RemovedOnDrop(std::path::PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
