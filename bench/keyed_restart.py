@@ -19,7 +19,6 @@ files put back.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,17 +26,13 @@ import urllib.request
 
 from confluent_kafka import Producer
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ports import free_ports
 
 
 class Node:
     def __init__(self, binary, data):
         self.binary, self.data = binary, data
-        self.kafka, self.http = free_port(), free_port()
+        self.kafka, self.http = free_ports(2)
 
     def start(self, *extra):
         t0 = time.monotonic()

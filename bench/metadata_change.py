@@ -22,18 +22,10 @@ import subprocess
 import sys
 import time
 
+from ports import free_ports
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WEIR = os.path.join(ROOT, "target", "release", "weir")
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def metadata_has(port, topic):
@@ -71,13 +63,21 @@ def main():
                  "--addr", f"127.0.0.1:{https[i]}", "--cores", "1", "--cpus", "none"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         admins = [AdminClient({"bootstrap.servers": f"127.0.0.1:{k}"}) for k in kafkas]
+        # Formed when every node names all of them as brokers not fenced:
+        # DescribeCluster, since Metadata names fenced brokers too (a node
+        # registers fenced at start, and CreateTopics places replicas only
+        # on brokers not fenced).
         deadline = time.time() + 30
-        while True:
-            md = admins[0].list_topics(timeout=5)
-            if len(md.brokers) == args.nodes and md.controller_id > 0:
-                break
-            assert time.time() < deadline, "the cluster did not form in 30 s"
-            time.sleep(0.05)
+        for admin in admins:
+            while True:
+                try:
+                    cl = admin.describe_cluster(request_timeout=5).result()
+                    if len(cl.nodes) == args.nodes and cl.controller is not None:
+                        break
+                except Exception:
+                    pass
+                assert time.time() < deadline, "the cluster did not form in 30 s"
+                time.sleep(0.05)
         created, everywhere = [], []
         for t in range(args.topics):
             topic = f"m{t}"
