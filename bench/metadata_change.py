@@ -24,6 +24,9 @@ import time
 
 from ports import free_ports
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "integration"))
+import rawkafka  # noqa: E402 (the tests' raw Kafka frames)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WEIR = os.path.join(ROOT, "target", "release", "weir")
 
@@ -63,18 +66,21 @@ def main():
                  "--addr", f"127.0.0.1:{https[i]}", "--cores", "1", "--cpus", "none"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         admins = [AdminClient({"bootstrap.servers": f"127.0.0.1:{k}"}) for k in kafkas]
-        # Formed when every node names all of them as brokers not fenced:
-        # DescribeCluster, since Metadata names fenced brokers too (a node
-        # registers fenced at start, and CreateTopics places replicas only
-        # on brokers not fenced).
+        # Formed when every node names all of them as brokers not fenced (a
+        # node registers fenced at start, and CreateTopics places replicas
+        # only on brokers not fenced). Asked of each node with DescribeCluster
+        # v2 over a plain socket: Metadata names fenced brokers too, and
+        # librdkafka's describe_cluster named them here as well (it sends a
+        # Metadata request), so waiting on it let CreateTopics come first.
         deadline = time.time() + 30
-        for admin in admins:
+        for k in kafkas:
             while True:
                 try:
-                    cl = admin.describe_cluster(request_timeout=5).result()
-                    if len(cl.nodes) == args.nodes and cl.controller is not None:
+                    with rawkafka.connect(f"127.0.0.1:{k}") as s:
+                        controller, fenced = rawkafka.describe_cluster_v2(s)
+                    if controller > 0 and len(fenced) == args.nodes and not any(fenced.values()):
                         break
-                except Exception:
+                except OSError:
                     pass
                 assert time.time() < deadline, "the cluster did not form in 30 s"
                 time.sleep(0.05)
