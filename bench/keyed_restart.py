@@ -128,11 +128,15 @@ def main():
         # The node snapshots in the background as the rows come (its first
         # snapshot of a table loads the rows from the log first): wait for
         # one that holds every key, as a table written earlier would have.
-        t0 = time.monotonic()
-        part = partition_dir(a.data)
-        while newest_snapshot(part) < a.keys:
-            time.sleep(0.5)
-        print(f"the snapshot caught up {time.monotonic() - t0:.1f} s after the fill", flush=True)
+        # Under TAIL_RECORDS (core/src/table/keyed.rs, 100,000 records) no
+        # snapshot is due: a restart reads at most that much of the log by
+        # design, and the snapshot rounds then measure that replay.
+        if a.keys >= 100_000:
+            t0 = time.monotonic()
+            part = partition_dir(a.data)
+            while newest_snapshot(part) < a.keys:
+                time.sleep(0.5)
+            print(f"the snapshot caught up {time.monotonic() - t0:.1f} s after the fill", flush=True)
         print(f"stop after the fill: {node.stop():.1f} s", flush=True)
     part = partition_dir(a.data)
     snaps = [os.path.join(part, f) for f in os.listdir(part) if f.startswith("keyed-rows-")]
