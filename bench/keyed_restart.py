@@ -26,7 +26,9 @@ import urllib.request
 
 from confluent_kafka import Producer
 
-from ports import free_ports
+# The tests' port picker.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "integration"))
+from ports import free_ports  # noqa: E402
 
 
 class Node:

@@ -22,13 +22,12 @@ import subprocess
 import sys
 import time
 
-from ports import free_ports
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "integration"))
-import rawkafka  # noqa: E402 (the tests' raw Kafka frames)
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WEIR = os.path.join(ROOT, "target", "release", "weir")
+# The tests' raw Kafka frames and port picker.
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import rawkafka  # noqa: E402
+from ports import free_ports  # noqa: E402
 
 
 def metadata_has(port, topic):

@@ -6,37 +6,16 @@ with its own data directory. Start-up is awaited by reading the node's own
 """
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
 
 import pytest
 
+from ports import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WEIR = os.environ.get("WEIR_BIN", os.path.join(ROOT, "target", "release", "weir"))
-
-
-_PORTS = __import__("random").Random()
-
-
-def free_port(host="127.0.0.1"):
-    """A port free on `host` for a node to listen on, drawn below the
-    kernel's range for the ports of outgoing connections: a port from that
-    range (what binding to port 0 answers) can be taken meanwhile by a
-    connection leaving from the same address (a node's connections to the
-    others leave from its own), or still be held by one a killed node left
-    behind, and the node could not listen there."""
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        first_outgoing = int(f.read().split()[0])
-    while True:
-        port = _PORTS.randrange(10000, first_outgoing)
-        with socket.socket() as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-            return port
 
 
 # Every node made, in order: a failed test's report shows the logs of the
